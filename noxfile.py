@@ -1,0 +1,57 @@
+"""Developer sessions: tests, lint, typecheck, docs, bench, simulate."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (PostgreSQL tests run when TT_POSTGRES_DSN reaches a server)."""
+    session.install("--group", "test", "-e", ".[postgres,otel]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def tests_postgres(session: nox.Session) -> None:
+    """Only the PostgreSQL tests; they fail instead of skipping when no server is reachable."""
+    session.install("--group", "test", "-e", ".[postgres,otel]")
+    session.run("pytest", "-m", "postgres", *session.posargs, env={"TT_REQUIRE_POSTGRES": "1"})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("--group", "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("--group", "typecheck", "-e", ".[postgres,otel]")
+    session.run("mypy")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    session.install("--group", "docs", "-e", ".")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks; each prints its ratio against a peer measured in the same run."""
+    session.install("-e", ".[postgres]")
+    scripts = session.posargs or ["bench/cron_bench.py", "bench/store_bench.py"]
+    for script in scripts:
+        session.run("python", script)
+
+
+@nox.session
+def simulate(session: nox.Session) -> None:
+    """Long deterministic simulations: nox -s simulate -- --seeds N --days D."""
+    session.install("-e", ".")
+    session.run("python", "-m", "trio_triggers.testing", *session.posargs)
