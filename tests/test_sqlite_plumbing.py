@@ -1,0 +1,127 @@
+"""The shared SQLite layer: transactions, Trio-time busy retries, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from trio_triggers import ThreadExecutor
+from trio_triggers._sqlite import MigrationError, SqliteDatabase, is_busy_error
+
+MIGRATIONS = [
+    ("0001_a", ["CREATE TABLE a (x INTEGER NOT NULL)"]),
+    ("0002_b", ["ALTER TABLE a ADD COLUMN y INTEGER"]),
+]
+
+
+def owns(name: str) -> bool:
+    return name[:4].isdigit()
+
+
+async def test_migrations_apply_once_and_keep_data(tmp_path: Path) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path)
+    assert await db.migrate(MIGRATIONS, owns=owns) == ["0001_a", "0002_b"]
+    await db.transaction(lambda c: c.execute("INSERT INTO a (x, y) VALUES (1, 2)"))
+    await db.aclose()
+    db = await SqliteDatabase.open(path)
+    assert await db.migrate(MIGRATIONS, owns=owns) == []
+    rows = await db.transaction(lambda c: c.execute("SELECT x, y FROM a").fetchall(), write=False)
+    assert rows == [(1, 2)]
+    mode = await db.transaction(lambda c: c.execute("PRAGMA journal_mode").fetchone())
+    assert mode == ("wal",)
+    await db.aclose()
+
+
+async def test_newer_database_is_refused_before_applying(tmp_path: Path) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path)
+    await db.migrate([*MIGRATIONS, ("0003_c", ["CREATE TABLE c (z INTEGER)"])], owns=owns)
+    await db.aclose()
+    db = await SqliteDatabase.open(path)
+    with pytest.raises(MigrationError, match="newer version"):
+        await db.migrate(MIGRATIONS, owns=owns)
+    # Another component's names are not "newer": they are simply not ours.
+    assert await db.migrate([*MIGRATIONS, ("0003_c", [])], owns=lambda n: n == "zzz") == []
+    await db.aclose()
+
+
+async def test_plain_ddl_that_cannot_apply_fails(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(str(tmp_path / "db.sqlite"))
+    await db.transaction(lambda c: c.execute("CREATE TABLE a (x INTEGER)"))
+    with pytest.raises(MigrationError, match="0001_a") as info:
+        await db.migrate(MIGRATIONS, owns=owns)
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    names = await db.transaction(lambda c: c.execute("SELECT name FROM tt_migrations").fetchall())
+    assert names == []
+    await db.aclose()
+
+
+async def test_failed_transaction_rolls_back(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(str(tmp_path / "db.sqlite"))
+    await db.migrate(MIGRATIONS, owns=owns)
+
+    def boom(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO a (x) VALUES (1)")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await db.transaction(boom)
+    assert await db.transaction(lambda c: c.execute("SELECT count(*) FROM a").fetchone()) == (0,)
+    await db.aclose()
+
+
+async def test_busy_database_waits_in_trio_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path)
+    await db.migrate(MIGRATIONS, owns=owns)
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+    finished_at: list[float] = []
+
+    async def writer() -> None:
+        await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (7)"))
+        finished_at.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer)
+        await trio.sleep(2)
+        assert finished_at == []  # still waiting, in Trio time, not inside SQLite
+        blocker.execute("COMMIT")
+    blocker.close()
+    assert finished_at and finished_at[0] >= 2
+    assert await db.transaction(lambda c: c.execute("SELECT x FROM a").fetchall()) == [(7,)]
+    await db.aclose()
+
+
+async def test_busy_beyond_the_bound_raises(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path, busy_wait=1.0)
+    await db.migrate(MIGRATIONS, owns=owns)
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError) as info:
+        await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (1)"))
+    assert is_busy_error(info.value)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    await db.aclose()
+
+
+async def test_thread_executor_and_memory_database() -> None:
+    db = await SqliteDatabase.open(":memory:", executor=ThreadExecutor(1))
+    await db.migrate(MIGRATIONS, owns=owns)
+    await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (3)"))
+    assert await db.transaction(lambda c: c.execute("SELECT x FROM a").fetchall()) == [(3,)]
+    await db.aclose()
+    await db.aclose()  # idempotent
+    with pytest.raises(sqlite3.ProgrammingError):
+        await db.transaction(lambda c: c.execute("SELECT 1"))
