@@ -11,7 +11,33 @@ from ._clock import EpochMs, SystemWallClock, TrioWallClock, WallClock
 from ._errors import LeaseLost, RunStoreError, TriggerError
 from ._executor import Executor, InlineExecutor, ThreadExecutor
 
+# isort: split
 # --- declarations, identities, cron, policies (issue 2) ----------------------------------
+from ._constants import (
+    CANCEL_KEY_PREFIX,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_HOST,
+    DEFAULT_PAGE_SIZE,
+    DURATION_BOUNDARIES_MS,
+    MAX_OCCURRENCES,
+    MAX_PAGE_SIZE,
+    MAX_SAFE_INTEGER,
+    NEXT_OCCURRENCE_COUNT,
+    PRUNE_INTERVAL_MS,
+    RESERVATION_LEASE_MS,
+    RESERVATION_PREFIX,
+)
+from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
+from ._identities import (
+    idempotency_key,
+    is_reservation,
+    iso,
+    reservation_id,
+    reservation_occurrence,
+)
+from ._json import JsonValue
+
+# isort: split
 # --- trigger store (issue 3) -------------------------------------------------------------
 # --- runners and scheduler (issue 4) -----------------------------------------------------
 # --- ownership (issue 5) -----------------------------------------------------------------
@@ -20,15 +46,38 @@ from ._executor import Executor, InlineExecutor, ThreadExecutor
 __version__ = "0.1.0"
 
 __all__ = [
+    "CANCEL_KEY_PREFIX",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_HOST",
+    "DEFAULT_PAGE_SIZE",
+    "DURATION_BOUNDARIES_MS",
+    "MAX_OCCURRENCES",
+    "MAX_PAGE_SIZE",
+    "MAX_SAFE_INTEGER",
+    "NEXT_OCCURRENCE_COUNT",
+    "PRUNE_INTERVAL_MS",
+    "RESERVATION_LEASE_MS",
+    "RESERVATION_PREFIX",
+    "CatchUp",
     "EpochMs",
     "Executor",
     "InlineExecutor",
+    "JsonValue",
     "LeaseLost",
+    "Overlap",
+    "RegisteredTrigger",
     "RunStoreError",
+    "Schedule",
     "SystemWallClock",
     "ThreadExecutor",
+    "Trigger",
     "TriggerError",
     "TrioWallClock",
     "WallClock",
     "__version__",
+    "idempotency_key",
+    "is_reservation",
+    "iso",
+    "reservation_id",
+    "reservation_occurrence",
 ]

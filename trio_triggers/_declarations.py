@@ -1,0 +1,290 @@
+"""Declarations (``triggers.md`` §2): ``Schedule``, ``Trigger`` and ``RegisteredTrigger``.
+
+Constructing a struct directly does not validate it (it is how stores rebuild rows they
+already validated). ``Schedule.make`` and ``Trigger.make`` decode *untrusted* mappings: they
+check every field in declaration order, report the first failure with a dotted ``path`` and a
+one-line detail that never repeats a value from the declaration, deep-copy ``input`` and then
+parse the cron with its timezone so a declaration that can never fire is refused up front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import msgspec
+
+from ._constants import MAX_OCCURRENCES
+from ._errors import TriggerError
+from ._json import JsonValue, JsonValueError, copy_json
+
+__all__ = [
+    "CatchUp",
+    "Overlap",
+    "RegisteredTrigger",
+    "Schedule",
+    "Trigger",
+]
+
+Overlap = Literal["skip", "buffer-one", "supersede"]
+CatchUp = Literal["none", "one", "all"]
+
+_OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer-one", "supersede")
+_CATCH_UPS: tuple[CatchUp, ...] = ("none", "one", "all")
+_MAX_DETAIL = 512
+_MISSING = object()
+
+
+class Schedule(msgspec.Struct, frozen=True, kw_only=True):
+    """The reusable part of a trigger: the cron, its zone and the three policies."""
+
+    cron: str
+    timezone: str | None = None
+    overlap: Overlap = "skip"
+    catch_up: CatchUp = "none"
+    max_catch_up: int = 0
+
+    @classmethod
+    def make(cls, mapping: object) -> Schedule:
+        """Decode and validate an untrusted mapping (unknown keys are ignored).
+
+        Raises ``invalid_schedule`` (with ``path``), then ``invalid_cron`` or
+        ``unsatisfiable_cron`` from parsing the cron with its timezone.
+        """
+        fields = _decode(mapping, _SCHEDULE_FIELDS, "invalid_schedule")
+        schedule = Schedule(**fields)  # type: ignore[arg-type]
+        _probe(schedule.cron, schedule.timezone)
+        return schedule
+
+
+class Trigger(msgspec.Struct, frozen=True, kw_only=True):
+    """A declared trigger: which flow to start with which input, on which schedule."""
+
+    id: str
+    flow_id: str
+    input: JsonValue
+    cron: str
+    timezone: str | None = None
+    overlap: Overlap = "skip"
+    catch_up: CatchUp = "none"
+    max_catch_up: int = 0
+    enabled: bool = True
+
+    @property
+    def schedule(self) -> Schedule:
+        """The five schedule fields of this trigger."""
+        return Schedule(
+            cron=self.cron,
+            timezone=self.timezone,
+            overlap=self.overlap,
+            catch_up=self.catch_up,
+            max_catch_up=self.max_catch_up,
+        )
+
+    @classmethod
+    def make(cls, mapping: object) -> Trigger:
+        """Decode and validate an untrusted mapping (or an existing ``Trigger``).
+
+        Unknown keys are ignored; ``input`` is deep-copied. Raises ``invalid_trigger`` (with
+        ``path``), then ``invalid_cron`` or ``unsatisfiable_cron``. Always returns a plain
+        ``Trigger`` (a ``RegisteredTrigger`` passed in loses its registration fields).
+        """
+        fields = _decode(mapping, _TRIGGER_FIELDS, "invalid_trigger")
+        trigger = Trigger(**fields)  # type: ignore[arg-type]
+        _probe(trigger.cron, trigger.timezone)
+        return trigger
+
+
+class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
+    """A trigger as a store holds it: the declaration plus ``revision`` and the fire cursor.
+
+    ``revision`` is 1 on first registration and grows by one on every re-registration;
+    ``last_fired_at`` is the durable fire cursor (``None`` until a claim or result advances it).
+    """
+
+    revision: int
+    last_fired_at: int | None = None
+
+    @classmethod
+    def of(
+        cls, trigger: Trigger, *, revision: int, last_fired_at: int | None = None
+    ) -> RegisteredTrigger:
+        """The registered form of ``trigger`` (no validation: ``trigger`` is trusted)."""
+        return RegisteredTrigger(
+            id=trigger.id,
+            flow_id=trigger.flow_id,
+            input=trigger.input,
+            cron=trigger.cron,
+            timezone=trigger.timezone,
+            overlap=trigger.overlap,
+            catch_up=trigger.catch_up,
+            max_catch_up=trigger.max_catch_up,
+            enabled=trigger.enabled,
+            revision=revision,
+            last_fired_at=last_fired_at,
+        )
+
+    @property
+    def declaration(self) -> Trigger:
+        """The declaration without the registration fields."""
+        return Trigger(
+            id=self.id,
+            flow_id=self.flow_id,
+            input=self.input,
+            cron=self.cron,
+            timezone=self.timezone,
+            overlap=self.overlap,
+            catch_up=self.catch_up,
+            max_catch_up=self.max_catch_up,
+            enabled=self.enabled,
+        )
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A broken constraint at a field; ``detail`` never contains a value."""
+
+    def __init__(self, path: str | None, detail: str) -> None:
+        super().__init__(detail)
+        self.path = path
+        self.detail = detail
+
+
+class DeclarationDetail(ValueError):
+    """The ``__cause__`` of a decode failure: its text is exactly the one-line detail."""
+
+
+def _text(path: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(path, "expected a string")
+    if not value:
+        raise _Invalid(path, "must be a non-empty string")
+    if "\x00" in value:
+        raise _Invalid(path, "must not contain NUL characters")
+    return str.__str__(value)
+
+
+def _timezone(path: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _Invalid(path, "expected a string or null")
+    return _text(path, value)
+
+
+def _overlap(path: str, value: object) -> Overlap:
+    for choice in _OVERLAPS:
+        if isinstance(value, str) and value == choice:
+            return choice
+    raise _Invalid(path, "expected one of 'skip', 'buffer-one', 'supersede'")
+
+
+def _catch_up(path: str, value: object) -> CatchUp:
+    for choice in _CATCH_UPS:
+        if isinstance(value, str) and value == choice:
+            return choice
+    raise _Invalid(path, "expected one of 'none', 'one', 'all'")
+
+
+def _bound(path: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(path, f"expected an integer from 0 to {MAX_OCCURRENCES}")
+    if not 0 <= value <= MAX_OCCURRENCES:
+        raise _Invalid(path, f"expected an integer from 0 to {MAX_OCCURRENCES}")
+    return int(value)
+
+
+def _flag(path: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(path, "expected a boolean")
+    return bool(value)
+
+
+def _json_input(path: str, value: object) -> JsonValue:
+    try:
+        return copy_json(value)
+    except JsonValueError as exc:
+        raise _Invalid(path, exc.detail) from None
+
+
+# (name, checker, default); _MISSING marks a required field.
+_Field = tuple[str, "object", object]
+_SCHEDULE_FIELDS: tuple[tuple[str, object, object], ...] = (
+    ("cron", _text, _MISSING),
+    ("timezone", _timezone, None),
+    ("overlap", _overlap, "skip"),
+    ("catch_up", _catch_up, "none"),
+    ("max_catch_up", _bound, 0),
+)
+_TRIGGER_FIELDS: tuple[tuple[str, object, object], ...] = (
+    ("id", _text, _MISSING),
+    ("flow_id", _text, _MISSING),
+    ("input", _json_input, _MISSING),
+    *_SCHEDULE_FIELDS,
+    ("enabled", _flag, True),
+)
+
+
+def _one_line(text: str) -> str:
+    line = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return line[:_MAX_DETAIL]
+
+
+def _read(mapping: object, name: str) -> object:
+    if isinstance(mapping, msgspec.Struct):
+        return getattr(mapping, name, _MISSING)
+    assert isinstance(mapping, Mapping)
+    if name in mapping:
+        return mapping[name]
+    return _MISSING
+
+
+def _decode_fields(
+    mapping: object, fields: tuple[tuple[str, object, object], ...]
+) -> dict[str, object]:
+    if not isinstance(mapping, Mapping | Trigger | Schedule):
+        raise _Invalid(None, f"expected a mapping, not {type(mapping).__name__}")
+    decoded: dict[str, object] = {}
+    for name, check, default in fields:
+        value = _read(mapping, name)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise _Invalid(name, "a value is required")
+            decoded[name] = default
+            continue
+        decoded[name] = check(name, value)  # type: ignore[operator]
+    return decoded
+
+
+def _decode(
+    mapping: object,
+    fields: tuple[tuple[str, object, object], ...],
+    code: Literal["invalid_trigger", "invalid_schedule"],
+) -> dict[str, object]:
+    summary = (
+        "Trigger declaration is invalid"
+        if code == "invalid_trigger"
+        else "Schedule declaration is invalid"
+    )
+    path: str | None
+    try:
+        return _decode_fields(mapping, fields)
+    except _Invalid as exc:
+        path, detail = exc.path, exc.detail
+    except Exception as exc:  # a hostile mapping: report it, never its structures
+        path, detail = None, f"{type(exc).__name__}: {exc}"
+    detail = _one_line(detail)
+    message = f"{summary} at {path}: {detail}" if path is not None else f"{summary}: {detail}"
+    # Raised outside the ``except`` block so the original exception is not the context.
+    raise TriggerError(code, message, path) from DeclarationDetail(detail)
+
+
+def _probe(cron: str, timezone: str | None) -> None:
+    """Parse the cron with its timezone from ``now=0`` (§2.1, §4.1).
+
+    First version: the cron module lands in the next commit; until then the syntax is not
+    checked here.
+    """
+    del cron, timezone
