@@ -1,0 +1,121 @@
+"""PostgreSQL for the tests: where the server is, and a fresh schema per test.
+
+* ``TT_POSTGRES_DSN`` names the server (CI: ``postgresql://tt:tt@127.0.0.1:5432/tt_test``).
+* ``TT_REQUIRE_POSTGRES=1`` (set by ``.ci/run``) turns "no server" into a test **failure**:
+  a CI machine whose PostgreSQL did not come up must not pass by skipping every PostgreSQL test.
+* Without it, a developer without a server sees the PostgreSQL tests skipped with the reason.
+
+Each test gets its own schema (``tt_t_<hex>``) and a DSN whose ``options`` set the
+``search_path`` to it, so every store opened on that DSN sees only that test's tables (and the
+migration advisory lock is per schema). The schema is dropped after the test. Creating a schema is
+a few milliseconds, much cheaper than a database.
+
+Use the ``postgres_dsn`` fixture (import it into a test module or conftest), or
+:func:`fresh_schema` directly where a fixture does not fit (conformance backend lists).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import psycopg.conninfo
+import pytest
+
+ENV_DSN = "TT_POSTGRES_DSN"
+ENV_REQUIRE = "TT_REQUIRE_POSTGRES"
+
+__all__ = [
+    "ENV_DSN",
+    "ENV_REQUIRE",
+    "admin_connection",
+    "fresh_schema",
+    "postgres_dsn",
+    "require_postgres",
+    "server_dsn",
+]
+
+
+def postgres_required() -> bool:
+    return os.environ.get(ENV_REQUIRE, "").strip() not in ("", "0", "false", "no")
+
+
+@functools.cache
+def _probe(dsn: str) -> str | None:
+    """``None`` when the server answers, else why not (cached: one probe per process)."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"{type(exc).__name__}: {str(exc).strip() or 'no detail'}"
+    return None
+
+
+def server_dsn() -> str:
+    """The server's DSN, or skip (fail under ``TT_REQUIRE_POSTGRES=1``) with the reason."""
+    dsn = os.environ.get(ENV_DSN, "").strip()
+    if not dsn:
+        reason = f"{ENV_DSN} is not set (no PostgreSQL server to test against)"
+    else:
+        problem = _probe(dsn)
+        if problem is None:
+            return dsn
+        reason = f"PostgreSQL at {_redact(dsn)} is not reachable: {problem}"
+    if postgres_required():
+        pytest.fail(f"{ENV_REQUIRE}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_postgres() -> None:
+    """Skip or fail now unless a server is reachable (for tests that open DSNs themselves)."""
+    server_dsn()
+
+
+def _redact(dsn: str) -> str:
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<malformed DSN>"
+    if "password" in params:
+        params["password"] = "***"
+    return psycopg.conninfo.make_conninfo("", **params)
+
+
+@contextlib.contextmanager
+def admin_connection(dsn: str | None = None) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """An autocommit connection to the server (for setup, inspection and sabotage)."""
+    with psycopg.connect(dsn or server_dsn(), autocommit=True) as conn:
+        yield conn
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    options = f"{params.get('options') or ''} -c search_path={schema}".strip()
+    return psycopg.conninfo.make_conninfo(dsn, options=options)
+
+
+@contextlib.contextmanager
+def fresh_schema() -> Iterator[str]:
+    """Create an empty schema, yield a DSN that uses it, drop it afterwards."""
+    base = server_dsn()
+    schema = f"tt_t_{uuid.uuid4().hex[:16]}"
+    with admin_connection(base) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"'.encode())
+    try:
+        yield with_search_path(base, schema)
+    finally:
+        with admin_connection(base) as conn:
+            # Bounded, so a session a test leaked cannot hang the suite on the schema's locks.
+            conn.execute("SET lock_timeout = '10s'")
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
+
+
+@pytest.fixture
+def postgres_dsn() -> Iterator[str]:
+    """A DSN on a fresh, empty schema of the test server."""
+    with fresh_schema() as dsn:
+        yield dsn

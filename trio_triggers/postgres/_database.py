@@ -1,0 +1,334 @@
+"""Shared PostgreSQL plumbing for the trigger store and the run store.
+
+One :class:`PostgresDatabase` owns one :class:`psycopg_pool.ConnectionPool` of *synchronous*
+psycopg 3 connections (psycopg has no Trio support) and runs every store method as one
+transaction on one pooled connection:
+
+* the work goes through the executor seam: a :class:`~trio_triggers.ThreadExecutor` whose
+  :class:`trio.CapacityLimiter` is exactly the pool size, so a worker thread never queues inside
+  the pool behind another thread (Trio does the queueing, where cancellation and ``MockClock``
+  can see it);
+* a worker thread holding a transaction is never abandoned: cancelling the Trio caller waits for
+  the thread, which either commits the whole transaction or rolls it back. What bounds that wait
+  is the *server*: every connection is opened with ``statement_timeout``, ``lock_timeout`` and
+  ``idle_in_transaction_session_timeout``, and taking a connection from the pool is bounded by
+  ``pool_timeout``;
+* a connection that breaks (server restart, ``pg_terminate_backend``, network loss) makes the
+  call that was using it fail with the driver's ``OperationalError``; the pool discards the
+  broken connection and the next call gets a fresh one. Nothing is retried behind the caller's
+  back: the stores turn the failure into their typed persistence error, and their callers (the
+  scheduler's next tick, the heartbeat loop's next pulse) already know how to recover.
+
+Migrations are ``(name, statements)`` pairs recorded in ``tt_migrations(name TEXT PRIMARY KEY
+NOT NULL)``, the same table and rules as SQLite (:mod:`trio_triggers._sqlite`). Each is applied in
+its own transaction together with the row recording it, and every migration transaction first
+takes a transaction-scoped advisory lock (``pg_advisory_xact_lock``) keyed on the current schema,
+so two processes opening one database at the same moment apply each migration exactly once: the
+second waits for the first, then sees the name recorded and skips it. PostgreSQL DDL is
+transactional, so a migration that fails leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import psycopg
+import psycopg.conninfo
+import psycopg_pool
+import trio
+from psycopg.rows import TupleRow
+
+from .._executor import Executor, ThreadExecutor
+from .._sqlite import Migration, MigrationError
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "Connection",
+    "Migration",
+    "MigrationError",
+    "PostgresDatabase",
+    "TimeoutSettings",
+    "is_postgres_dsn",
+]
+
+T = TypeVar("T")
+
+Connection = psycopg.Connection[TupleRow]
+"""A pooled connection as the stores see it (rows are tuples)."""
+
+DEFAULT_POOL_SIZE = 4
+"""Connections per store; matches the scheduler's default ``concurrency`` of 4."""
+
+_MIGRATION_LOCK_SQL = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('trio_triggers.migrations:' "
+    "|| current_schema(), 0))"
+)
+
+
+def is_postgres_dsn(target: str) -> bool:
+    """Whether a ``--db`` style target names a PostgreSQL database (a libpq URI)."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def _positive_seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a positive number of seconds")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a positive finite number of seconds")
+    return float(value)
+
+
+class TimeoutSettings:
+    """Server-side bounds set on every pooled connection (seconds).
+
+    * ``statement_timeout``: the longest one statement may run;
+    * ``lock_timeout``: the longest one statement may wait for a row or table lock;
+    * ``idle_in_transaction_timeout``: a session that sits inside a transaction doing nothing
+      this long is ended by the server (a safety net: the stores never leave a transaction idle);
+    * ``connect_timeout``: opening one connection (libpq rounds it up to whole seconds, min 2);
+    * ``pool_timeout``: the longest a call waits for a pooled connection.
+    """
+
+    __slots__ = (
+        "connect_timeout",
+        "idle_in_transaction_timeout",
+        "lock_timeout",
+        "pool_timeout",
+        "statement_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        statement_timeout: float,
+        lock_timeout: float,
+        idle_in_transaction_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 5.0,
+    ) -> None:
+        self.statement_timeout = _positive_seconds("statement_timeout", statement_timeout)
+        self.lock_timeout = _positive_seconds("lock_timeout", lock_timeout)
+        self.idle_in_transaction_timeout = _positive_seconds(
+            "idle_in_transaction_timeout", idle_in_transaction_timeout
+        )
+        self.connect_timeout = _positive_seconds("connect_timeout", connect_timeout)
+        self.pool_timeout = _positive_seconds("pool_timeout", pool_timeout)
+
+    def server_options(self) -> str:
+        """The ``-c name=value`` settings sent in the startup packet (no extra round trip)."""
+
+        def ms(value: float) -> int:
+            return max(1, round(value * 1000))
+
+        return (
+            f"-c statement_timeout={ms(self.statement_timeout)}"
+            f" -c lock_timeout={ms(self.lock_timeout)}"
+            f" -c idle_in_transaction_session_timeout={ms(self.idle_in_transaction_timeout)}"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"TimeoutSettings(statement_timeout={self.statement_timeout}, "
+            f"lock_timeout={self.lock_timeout}, "
+            f"idle_in_transaction_timeout={self.idle_in_transaction_timeout}, "
+            f"connect_timeout={self.connect_timeout}, pool_timeout={self.pool_timeout})"
+        )
+
+
+def build_conninfo(dsn: str, timeouts: TimeoutSettings, *, application_name: str) -> str:
+    """The DSN with our session settings added.
+
+    Options already in the DSN come *after* ours, so a DSN that sets ``statement_timeout`` (or a
+    ``search_path``) wins. Raises :class:`psycopg.ProgrammingError` for a malformed DSN.
+    """
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    user_options = str(params.get("options") or "")
+    options = f"{timeouts.server_options()} {user_options}".strip()
+    extra: dict[str, str | int | None] = {"options": options}
+    if "application_name" not in params:
+        extra["application_name"] = application_name
+    if "connect_timeout" not in params:
+        extra["connect_timeout"] = max(2, round(timeouts.connect_timeout))
+    return psycopg.conninfo.make_conninfo(dsn, **extra)
+
+
+class PostgresDatabase:
+    """A pool of PostgreSQL connections used by one store.
+
+    Create it with :meth:`open` (inside ``trio.run``) and close it with :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool[Connection],
+        *,
+        executor: Executor,
+        timeouts: TimeoutSettings,
+        pool_size: int,
+    ) -> None:
+        self._pool = pool
+        self._executor = executor
+        self._timeouts = timeouts
+        self._pool_size = pool_size
+        self._closed = False
+
+    @property
+    def executor(self) -> Executor:
+        return self._executor
+
+    @property
+    def pool_size(self) -> int:
+        return self._pool_size
+
+    @property
+    def timeouts(self) -> TimeoutSettings:
+        return self._timeouts
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        timeouts: TimeoutSettings,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        executor: Executor | None = None,
+        application_name: str = "trio-triggers",
+    ) -> PostgresDatabase:
+        """Open a pool on ``dsn`` and wait until one connection works.
+
+        ``executor`` defaults to a :class:`ThreadExecutor` limited to ``pool_size``; a caller may
+        pass a wrapper of one (the test helper that pauses ``MockClock`` autojump does). Raises
+        ``ValueError`` for bad options, :class:`psycopg.ProgrammingError` for a malformed DSN and
+        :class:`psycopg.OperationalError` (e.g. :class:`psycopg_pool.PoolTimeout`) when the
+        server cannot be reached.
+        """
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        conninfo = build_conninfo(dsn, timeouts, application_name=application_name)
+        chosen: Executor = executor if executor is not None else ThreadExecutor(pool_size)
+        pool: psycopg_pool.ConnectionPool[Connection] = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=timeouts.pool_timeout,
+            name=application_name,
+        )
+
+        def start() -> None:
+            try:
+                pool.open(wait=True, timeout=timeouts.connect_timeout + timeouts.pool_timeout)
+            except BaseException:
+                pool.close(timeout=1.0)
+                raise
+
+        await chosen.run(start)
+        return cls(pool, executor=chosen, timeouts=timeouts, pool_size=pool_size)
+
+    async def aclose(self) -> None:
+        """Close the pool (waits for calls in flight; idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._pool.close, 5.0)
+
+    async def transaction(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(connection)`` inside one transaction and return its result.
+
+        psycopg opens the transaction implicitly with ``fn``'s first statement (READ COMMITTED);
+        it is committed when ``fn`` returns and rolled back when it raises, and the exception
+        propagates. Cancellation waits for the thread; a cancelled caller then gets
+        ``trio.Cancelled`` (the transaction committed or rolled back as a whole). A failed commit
+        raises the driver error: the caller never sees success for a transaction that did not
+        commit.
+        """
+        pool = self._pool
+        pool_timeout = self._timeouts.pool_timeout
+
+        def run() -> T:
+            conn = pool.getconn(timeout=pool_timeout)
+            try:
+                try:
+                    result = fn(conn)
+                    conn.commit()
+                except BaseException:
+                    if not conn.closed:
+                        # A broken connection cannot roll back; the pool discards it.
+                        with contextlib.suppress(psycopg.Error):
+                            conn.rollback()
+                    raise
+                return result
+            finally:
+                pool.putconn(conn)
+
+        if self._closed:
+            raise psycopg_pool.PoolClosed("the database is closed")
+        result = await self._executor.run(run)
+        # A caller cancelled while the thread ran sees the cancellation now (the transaction has
+        # committed whole, so its outcome is unknown to the caller, never half applied).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return result
+
+    async def migrate(
+        self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
+    ) -> list[str]:
+        """Apply the ``migrations`` not yet recorded, in order; return the names applied.
+
+        Same contract as :meth:`trio_triggers._sqlite.SqliteDatabase.migrate`: ``owns(name)``
+        tells which recorded names belong to the calling store, and a recorded owned name that
+        ``migrations`` does not list (a newer version wrote this database) raises
+        :class:`MigrationError` before anything is applied; so does any failure to apply one.
+        Every transaction here holds the schema's migration advisory lock.
+        """
+        known = [name for name, _ in migrations]
+
+        def recorded(conn: Connection) -> set[str]:
+            conn.execute(_MIGRATION_LOCK_SQL)
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tt_migrations (name TEXT PRIMARY KEY NOT NULL)"
+            )
+            return {str(row[0]) for row in conn.execute("SELECT name FROM tt_migrations")}
+
+        try:
+            done = await self.transaction(recorded)
+        except psycopg.Error as exc:
+            raise MigrationError("could not read the migrations table") from exc
+        unknown = sorted(name for name in done if owns(name) and name not in known)
+        if unknown:
+            raise MigrationError(
+                "the database was written by a newer version (unknown migrations: "
+                + ", ".join(unknown)
+                + ")"
+            )
+        applied: list[str] = []
+        for name, statements in migrations:
+            if name in done:
+                continue
+
+            def apply(
+                conn: Connection,
+                name: str = name,
+                statements: Sequence[str] = statements,
+            ) -> bool:
+                conn.execute(_MIGRATION_LOCK_SQL)
+                row = conn.execute("SELECT 1 FROM tt_migrations WHERE name = %s", (name,))
+                if row.fetchone() is not None:  # another process applied it meanwhile
+                    return False
+                for statement in statements:
+                    conn.execute(statement.encode())
+                conn.execute("INSERT INTO tt_migrations (name) VALUES (%s)", (name,))
+                return True
+
+            try:
+                if await self.transaction(apply):
+                    applied.append(name)
+            except psycopg.Error as exc:
+                raise MigrationError(f"could not apply migration {name}") from exc
+        return applied
