@@ -1,0 +1,113 @@
+"""The PostgreSQL DDL: types, collations and constraints the spec fixes for PostgreSQL."""
+
+from __future__ import annotations
+
+import psycopg.errors
+import pytest
+
+from tests.pg_support import admin_connection
+from trio_triggers.postgres._database import MigrationError, PostgresDatabase, TimeoutSettings
+from trio_triggers.postgres._schema import (
+    RUN_MIGRATIONS,
+    TRIGGER_MIGRATIONS,
+    owns_run_migration,
+    owns_trigger_migration,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+async def migrate_both(dsn: str) -> None:
+    db = await PostgresDatabase.open(
+        dsn, timeouts=TimeoutSettings(statement_timeout=5, lock_timeout=2), pool_size=1
+    )
+    try:
+        assert await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration) == [
+            "0001_triggers",
+            "0002_reservation_lease",
+            "0003_heartbeat",
+            "0004_fire_run_index",
+        ]
+        assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == ["runs_0001_tt_runs"]
+        # The two stores share tt_migrations without mistaking each other's names for "newer".
+        assert await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration) == []
+        assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == []
+    finally:
+        await db.aclose()
+
+
+async def test_column_types_and_collations(postgres_dsn: str) -> None:
+    await migrate_both(postgres_dsn)
+    with admin_connection(postgres_dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.table_name, c.column_name, c.data_type, c.collation_name "
+            "FROM information_schema.columns c WHERE c.table_schema = current_schema()"
+        ).fetchall()
+    columns = {(str(t), str(c)): (str(d), k) for t, c, d, k in rows}
+    bigints = [
+        ("tt_triggers", "max_catch_up"),
+        ("tt_triggers", "revision"),
+        ("tt_triggers", "last_fired_at_ms"),
+        ("tt_triggers", "pending_at_ms"),
+        ("tt_triggers", "active_claimed_at_ms"),
+        ("tt_trigger_fires", "occurrence_at_ms"),
+        ("tt_scheduler_heartbeats", "ticked_at_ms"),
+        ("tt_runs", "created_at_ms"),
+        ("tt_runs", "owner_pid"),
+        ("tt_runs", "claim_pid"),
+        ("tt_runs", "claimed_at_ms"),
+    ]
+    for key in bigints:
+        assert columns[key][0] == "bigint", key
+    assert columns[("tt_triggers", "enabled")][0] == "integer"
+    for key in [
+        ("tt_triggers", "trigger_id"),
+        ("tt_trigger_fires", "trigger_id"),
+        ("tt_scheduler_heartbeats", "host"),
+    ]:
+        assert columns[key] == ("text", "C"), key
+    assert columns[("tt_runs", "state_json")][0] == "text"  # never jsonb: byte-for-byte text
+
+
+async def test_ledger_and_run_constraints(postgres_dsn: str) -> None:
+    await migrate_both(postgres_dsn)
+    with admin_connection(postgres_dsn) as conn:
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute(
+                "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES ('x', 1)"
+            )
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(
+                "INSERT INTO tt_runs (run_id, status, created_at_ms, state_json) "
+                "VALUES ('r', 'running', 0, '{}')"
+            )
+        conn.execute(
+            "INSERT INTO tt_runs (run_id, status, created_at_ms, state_json, idempotency_key) "
+            "VALUES ('a', 'pending', 0, '{}', NULL), ('b', 'pending', 0, '{}', NULL), "
+            "('c', 'pending', 0, '{}', 'k')"
+        )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                "INSERT INTO tt_runs (run_id, status, created_at_ms, state_json, idempotency_key) "
+                "VALUES ('d', 'pending', 0, '{}', 'k')"
+            )
+
+
+async def test_existing_table_makes_trigger_migration_fail(postgres_dsn: str) -> None:
+    with admin_connection(postgres_dsn) as conn:
+        conn.execute("CREATE TABLE tt_triggers (trigger_id TEXT, active_claimed_at_ms BIGINT)")
+    db = await PostgresDatabase.open(
+        postgres_dsn, timeouts=TimeoutSettings(statement_timeout=5, lock_timeout=2), pool_size=1
+    )
+    try:
+        with pytest.raises(MigrationError, match="0001_triggers"):
+            await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
+    finally:
+        await db.aclose()
+
+
+def test_migration_ownership() -> None:
+    assert owns_trigger_migration("0001_triggers") and owns_trigger_migration("0009_future")
+    assert not owns_trigger_migration("runs_0001_tt_runs")
+    assert owns_run_migration("runs_0002_extra")
+    assert not owns_run_migration("0004_fire_run_index")

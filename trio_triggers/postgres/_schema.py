@@ -1,0 +1,185 @@
+"""The PostgreSQL DDL of both stores.
+
+The same tables, columns, constraints and migration names as SQLite (``triggers.md`` §9.3,
+``ownership.md`` §8), with the documented PostgreSQL differences:
+
+* every instant (``*_ms``), ``occurrence_at_ms``, ``revision``, ``max_catch_up`` and pid column
+  is ``BIGINT`` (SQLite's ``INTEGER`` is 64-bit; PostgreSQL's is 32-bit);
+* ``trigger_id`` and ``host`` are ``COLLATE "C"`` so ``ORDER BY`` is by code point, like SQLite's
+  ``BINARY`` and Python's ``str`` comparison (UTF-8 byte order is code point order);
+* no ``typeof(...)`` terms (a ``BIGINT`` column cannot hold anything else) and no
+  ``json_valid(...)`` terms (PostgreSQL 15 has no validity predicate for ``TEXT``; the stores
+  check JSON before writing and again when decoding). JSON stays ``TEXT``, never ``jsonb``, so it
+  reads back byte for byte;
+* ``UNIQUE (idempotency_key)`` treats NULLs as distinct (the PostgreSQL 15 default), which gives
+  "unique when present".
+
+The trigger DDL is plain (no ``IF NOT EXISTS``): a migration that meets an existing table fails
+and opening reports ``could not run trigger migrations``.
+"""
+
+from __future__ import annotations
+
+from .._sqlite import Migration
+
+__all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
+
+_OUTCOMES = "'launched', 'completed', 'skipped', 'buffered', 'superseded', 'failed'"
+
+TRIGGER_MIGRATIONS: list[Migration] = [
+    (
+        "0001_triggers",
+        [
+            """
+            CREATE TABLE tt_triggers (
+                trigger_id       TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+                flow_id          TEXT NOT NULL,
+                input_json       TEXT NOT NULL,
+                cron             TEXT NOT NULL,
+                timezone         TEXT,
+                overlap          TEXT NOT NULL
+                    CHECK (overlap IN ('skip', 'buffer-one', 'supersede')),
+                catch_up         TEXT NOT NULL CHECK (catch_up IN ('none', 'one', 'all')),
+                max_catch_up     BIGINT NOT NULL CHECK (max_catch_up >= 0),
+                enabled          INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+                revision         BIGINT NOT NULL,
+                last_fired_at_ms BIGINT,
+                pending_at_ms    BIGINT,
+                active_run_id    TEXT
+            )
+            """,
+            f"""
+            CREATE TABLE tt_trigger_fires (
+                trigger_id       TEXT COLLATE "C" NOT NULL REFERENCES tt_triggers (trigger_id),
+                occurrence_at_ms BIGINT NOT NULL,
+                outcome          TEXT CHECK (outcome IS NULL OR outcome IN ({_OUTCOMES})),
+                run_id           TEXT,
+                error            TEXT,
+                PRIMARY KEY (trigger_id, occurrence_at_ms)
+            )
+            """,
+        ],
+    ),
+    (
+        "0002_reservation_lease",
+        ["ALTER TABLE tt_triggers ADD COLUMN active_claimed_at_ms BIGINT"],
+    ),
+    (
+        "0003_heartbeat",
+        [
+            """
+            CREATE TABLE tt_scheduler_heartbeats (
+                host         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+                ticked_at_ms BIGINT NOT NULL
+            )
+            """
+        ],
+    ),
+    (
+        "0004_fire_run_index",
+        ["CREATE INDEX tt_trigger_fires_run_id ON tt_trigger_fires (run_id)"],
+    ),
+]
+
+
+def owns_trigger_migration(name: str) -> bool:
+    """The trigger store's names are ``NNNN_...`` (as on SQLite); the run store's ``runs_...``."""
+    return len(name) > 5 and name[:4].isdigit() and name[4] == "_"
+
+
+_MAX_SAFE = "9007199254740991"
+
+
+def _instant(column: str, *, nullable: bool = True) -> str:
+    bound = f"{column} BETWEEN 0 AND {_MAX_SAFE}"
+    return f"{column} IS NULL OR ({bound})" if nullable else bound
+
+
+RUN_MIGRATIONS: list[Migration] = [
+    (
+        "runs_0001_tt_runs",
+        [
+            f"""
+            CREATE TABLE IF NOT EXISTS tt_runs (
+                run_id                      TEXT   NOT NULL PRIMARY KEY,
+                status                      TEXT   NOT NULL,
+                created_at_ms               BIGINT NOT NULL,
+                started_at_ms               BIGINT,
+                finished_at_ms              BIGINT,
+                owner_host_id               TEXT,
+                owner_pid                   BIGINT,
+                owner_nonce                 TEXT,
+                heartbeat_at_ms             BIGINT,
+                claim_host_id               TEXT,
+                claim_pid                   BIGINT,
+                claim_nonce                 TEXT,
+                claimed_at_ms               BIGINT,
+                cancel_requested_at_ms      BIGINT,
+                cancel_acknowledgement_json TEXT,
+                state_json                  TEXT   NOT NULL,
+                flow_id                     TEXT,
+                input_json                  TEXT,
+                result_json                 TEXT,
+                error                       TEXT,
+                idempotency_key             TEXT   UNIQUE,
+
+                CONSTRAINT tt_runs_run_id CHECK (length(run_id) > 0),
+                CONSTRAINT tt_runs_status CHECK (status IN
+                    ('pending', 'running', 'suspended', 'completed', 'failed', 'cancelled')),
+
+                CONSTRAINT tt_runs_created_at CHECK ({_instant("created_at_ms", nullable=False)}),
+                CONSTRAINT tt_runs_started_at CHECK ({_instant("started_at_ms")}),
+                CONSTRAINT tt_runs_finished_at CHECK ({_instant("finished_at_ms")}),
+                CONSTRAINT tt_runs_heartbeat_at CHECK ({_instant("heartbeat_at_ms")}),
+                CONSTRAINT tt_runs_claimed_at CHECK ({_instant("claimed_at_ms")}),
+                CONSTRAINT tt_runs_cancel_requested_at CHECK ({_instant("cancel_requested_at_ms")}),
+
+                CONSTRAINT tt_runs_owner CHECK (
+                    (status = 'running'
+                        AND owner_host_id IS NOT NULL AND length(owner_host_id) > 0
+                        AND owner_pid IS NOT NULL AND owner_pid BETWEEN 0 AND {_MAX_SAFE}
+                        AND owner_nonce IS NOT NULL AND length(owner_nonce) > 0
+                        AND heartbeat_at_ms IS NOT NULL)
+                    OR
+                    (status <> 'running'
+                        AND owner_host_id IS NULL AND owner_pid IS NULL AND owner_nonce IS NULL
+                        AND heartbeat_at_ms IS NULL)),
+                CONSTRAINT tt_runs_claim CHECK (
+                    (claim_host_id IS NULL AND claim_pid IS NULL AND claim_nonce IS NULL
+                        AND claimed_at_ms IS NULL)
+                    OR
+                    (claim_host_id IS NOT NULL AND length(claim_host_id) > 0
+                        AND claim_pid IS NOT NULL AND claim_pid BETWEEN 0 AND {_MAX_SAFE}
+                        AND claim_nonce IS NOT NULL AND length(claim_nonce) > 0
+                        AND claimed_at_ms IS NOT NULL
+                        AND status IN ('pending', 'suspended', 'running'))),
+                CONSTRAINT tt_runs_finished CHECK ((finished_at_ms IS NOT NULL)
+                    = (status IN ('completed', 'failed', 'cancelled'))),
+                CONSTRAINT tt_runs_started CHECK ((started_at_ms IS NULL) = (status = 'pending')),
+
+                CONSTRAINT tt_runs_cancel_ack CHECK (cancel_acknowledgement_json IS NULL
+                    OR cancel_requested_at_ms IS NOT NULL),
+
+                CONSTRAINT tt_runs_flow_id CHECK (flow_id IS NULL OR length(flow_id) > 0),
+                CONSTRAINT tt_runs_result_json CHECK (result_json IS NULL
+                    OR status = 'completed'),
+                CONSTRAINT tt_runs_error CHECK (error IS NULL OR status IN ('failed', 'cancelled')),
+                CONSTRAINT tt_runs_idempotency_key CHECK (idempotency_key IS NULL
+                    OR length(idempotency_key) > 0)
+            )
+            """,
+            """
+            CREATE INDEX IF NOT EXISTS tt_runs_cancel_requested
+                ON tt_runs (cancel_requested_at_ms) WHERE cancel_requested_at_ms IS NOT NULL
+            """,
+            # The local runner's listing index (list_runs / find_claimable), as on SQLite.
+            "CREATE INDEX IF NOT EXISTS tt_runs_status_created ON tt_runs "
+            '(status, created_at_ms, run_id COLLATE "C")',
+        ],
+    ),
+]
+
+
+def owns_run_migration(name: str) -> bool:
+    """The run store's migrations are the names starting with ``runs_`` (as on SQLite)."""
+    return name.startswith("runs_")
