@@ -1,0 +1,166 @@
+"""The trigger store's data model (``triggers.md`` §8).
+
+Every model is a frozen, keyword-only :class:`msgspec.Struct`. Constructing one directly does not
+validate it; the store validates what it is given where the contract says so.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+
+from .._declarations import RegisteredTrigger
+from .._errors import TriggerError
+
+__all__ = [
+    "OUTCOMES",
+    "SETTLED_OUTCOMES",
+    "TERMINAL_OUTCOMES",
+    "Claim",
+    "ClaimAction",
+    "Fire",
+    "FireRecord",
+    "Held",
+    "HistoryPage",
+    "HistoryQuery",
+    "Listed",
+    "Outcome",
+    "PendingClaim",
+    "Result",
+    "SchedulerHeartbeat",
+    "is_unfinished",
+    "listed",
+]
+
+Outcome: TypeAlias = Literal["launched", "completed", "skipped", "buffered", "superseded", "failed"]
+"""What happened to one fire (one ledger row)."""
+
+ClaimAction: TypeAlias = Literal["fire", "supersede", "skip", "buffer"]
+"""What a granted claim decided."""
+
+OUTCOMES: Final[tuple[Outcome, ...]] = (
+    "launched",
+    "completed",
+    "skipped",
+    "buffered",
+    "superseded",
+    "failed",
+)
+#: Outcomes after which nothing more happens to a fire.
+SETTLED_OUTCOMES: Final[frozenset[Outcome]] = frozenset(
+    {"completed", "failed", "skipped", "superseded"}
+)
+#: Result outcomes that end a launched run.
+TERMINAL_OUTCOMES: Final[frozenset[Outcome]] = frozenset({"completed", "failed", "superseded"})
+
+
+def is_unfinished(outcome: Outcome | None) -> bool:
+    """A ledger row is unfinished while its outcome is ``None`` (claimed) or ``"buffered"``."""
+    return outcome is None or outcome == "buffered"
+
+
+class Fire(msgspec.Struct, frozen=True, kw_only=True):
+    """The identity of one fire, ``(trigger_id, occurrence)``; also the history cursor."""
+
+    trigger_id: str
+    occurrence: int
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of a claim, in exactly one of three shapes.
+
+    * not claimed: ``Claim(claimed=False)``;
+    * decided: ``Claim(claimed=True, action="skip" | "buffer")``;
+    * reserved: ``Claim(claimed=True, action="fire" | "supersede", reservation_id=...,
+      active_run_id=<what a supersede displaces, else None>)``.
+    """
+
+    claimed: bool
+    action: ClaimAction | None = None
+    reservation_id: str | None = None
+    active_run_id: str | None = None
+
+
+class PendingClaim(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of ``claim_pending``: the pending occurrence and the claim made for it."""
+
+    occurrence: int
+    claim: Claim
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``record_result`` writes for one fire."""
+
+    trigger_id: str
+    occurrence: int
+    outcome: Outcome
+    run_id: str | None = None
+    reservation_id: str | None = None
+    error: str | None = None
+
+
+class FireRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One fire-ledger row; ``outcome=None`` means claimed and not yet reported."""
+
+    trigger_id: str
+    occurrence: int
+    outcome: Outcome | None
+    run_id: str | None = None
+    error: str | None = None
+
+
+class HistoryQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """Filters (``None`` = no filter, combined with AND), an exclusive cursor and a page size."""
+
+    trigger_id: str | None = None
+    run_id: str | None = None
+    outcome: Outcome | None = None
+    cursor: Fire | None = None
+    limit: int | None = None
+
+
+class HistoryPage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of history, newest first; ``next_cursor`` is set when more rows follow."""
+
+    items: list[FireRecord]
+    next_cursor: Fire | None = None
+
+
+class Held(msgspec.Struct, frozen=True, kw_only=True):
+    """The raw view of what a trigger holds: its holder and its pending (owed) occurrence."""
+
+    active_run_id: str | None = None
+    pending_at: int | None = None
+
+
+class Listed(msgspec.Struct, frozen=True, kw_only=True):
+    """One listing row: exactly one of ``trigger`` / ``error`` is set.
+
+    A row that cannot be decoded carries its ``store`` error instead of failing the listing.
+    """
+
+    trigger_id: str
+    trigger: RegisteredTrigger | None = None
+    error: TriggerError | None = None
+    active_run_id: str | None = None
+    pending_at: int | None = None
+
+
+class SchedulerHeartbeat(msgspec.Struct, frozen=True, kw_only=True):
+    """The last tick a scheduler host reported."""
+
+    host: str
+    ticked_at: int
+
+
+def listed(registered: RegisteredTrigger, held: Held | None = None) -> Listed:
+    """The :class:`Listed` row a store would return for ``registered`` holding ``held``."""
+    state = held if held is not None else Held()
+    return Listed(
+        trigger_id=registered.id,
+        trigger=registered,
+        error=None,
+        active_run_id=state.active_run_id,
+        pending_at=state.pending_at,
+    )

@@ -1,0 +1,108 @@
+"""The :class:`TriggerStore` protocol (``triggers.md`` §9.1)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Protocol, runtime_checkable
+
+from .._declarations import RegisteredTrigger, Trigger
+from ._models import (
+    Claim,
+    Held,
+    HistoryPage,
+    HistoryQuery,
+    Listed,
+    PendingClaim,
+    Result,
+    SchedulerHeartbeat,
+)
+
+__all__ = ["TriggerStore"]
+
+
+@runtime_checkable
+class TriggerStore(Protocol):
+    """Durable trigger declarations, their held state and the fire ledger.
+
+    Every method is one atomic transaction: it either commits everything it writes or nothing,
+    and a method that raises writes nothing. There is deliberately no overlap policy in a claim:
+    the store applies the policy stored on the row. Failures are ``TriggerError``\\ s (driver
+    failures become code ``store``).
+    """
+
+    async def register(self, trigger: Trigger) -> RegisteredTrigger:
+        """Create or update a declaration (revision 1, then +1); held state is kept."""
+        ...
+
+    async def get(self, trigger_id: str) -> RegisteredTrigger | None:
+        """The stored declaration, or ``None``."""
+        ...
+
+    async def list(self) -> builtins.list[Listed]:
+        """Every row ordered by id, each with its declaration or its decode error."""
+        ...
+
+    async def list_enabled(self) -> builtins.list[RegisteredTrigger]:
+        """The enabled declarations ordered by id (an undecodable row fails the call)."""
+        ...
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Claim:
+        """Claim one occurrence under the stored policy (``triggers.md`` §9.6, §10)."""
+        ...
+
+    async def claim_pending(
+        self, trigger_id: str, *, expected_revision: int
+    ) -> PendingClaim | None:
+        """Claim the pending (buffered or re-armed) occurrence, if any (§9.7)."""
+        ...
+
+    async def record_result(self, result: Result) -> None:
+        """Record what happened to a fire, fenced by ownership (§9.8)."""
+        ...
+
+    async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
+        """Give back a reservation whose launch could not be completed (§9.9)."""
+        ...
+
+    async def set_pending(self, trigger_id: str, occurrence: int) -> None:
+        """Raise the pending slot to at least ``occurrence`` (§9.10)."""
+        ...
+
+    async def active_run(self, trigger_id: str) -> str | None:
+        """The holder after enforcing the reservation lease (a write, §9.11)."""
+        ...
+
+    async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        """The occurrence a reservation or a launched run belongs to (§9.12)."""
+        ...
+
+    async def clear_active(self, trigger_id: str, run_id: str) -> None:
+        """Compare-and-swap the holder ``run_id`` to nothing (§9.13)."""
+        ...
+
+    async def history(self, query: HistoryQuery | None = None) -> HistoryPage:
+        """Ledger rows newest first, filtered and paged (§9.14)."""
+        ...
+
+    async def prune_fires(self, older_than: int) -> int:
+        """Delete settled, unprotected ledger rows older than the cutoff (§9.15)."""
+        ...
+
+    async def inspect(self, trigger_id: str) -> Held:
+        """The raw holder and pending slot; never expires anything (§9.5)."""
+        ...
+
+    async def heartbeat(self, host: str) -> None:
+        """Record that ``host`` ticked now (§9.16)."""
+        ...
+
+    async def last_heartbeat(self) -> SchedulerHeartbeat | None:
+        """The most recent heartbeat, ties broken by the lowest host (§9.16)."""
+        ...
