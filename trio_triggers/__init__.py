@@ -27,6 +27,7 @@ from ._constants import (
     RESERVATION_LEASE_MS,
     RESERVATION_PREFIX,
 )
+from ._cron import Cron, host_timezone
 from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
 from ._identities import (
     idempotency_key,
@@ -36,6 +37,15 @@ from ._identities import (
     reservation_occurrence,
 )
 from ._json import JsonValue
+from ._policies import (
+    DueOccurrences,
+    OverlapDecision,
+    catch_up_occurrences,
+    due_occurrences,
+    next_occurrences,
+    overlap_decision,
+    pending_after,
+)
 
 # isort: split
 # --- trigger store (issue 3) -------------------------------------------------------------
@@ -59,12 +69,15 @@ __all__ = [
     "RESERVATION_LEASE_MS",
     "RESERVATION_PREFIX",
     "CatchUp",
+    "Cron",
+    "DueOccurrences",
     "EpochMs",
     "Executor",
     "InlineExecutor",
     "JsonValue",
     "LeaseLost",
     "Overlap",
+    "OverlapDecision",
     "RegisteredTrigger",
     "RunStoreError",
     "Schedule",
@@ -75,9 +88,15 @@ __all__ = [
     "TrioWallClock",
     "WallClock",
     "__version__",
+    "catch_up_occurrences",
+    "due_occurrences",
+    "host_timezone",
     "idempotency_key",
     "is_reservation",
     "iso",
+    "next_occurrences",
+    "overlap_decision",
+    "pending_after",
     "reservation_id",
     "reservation_occurrence",
 ]

@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from ._constants import MAX_OCCURRENCES
+from ._cron import Cron
 from ._errors import TriggerError
 from ._json import JsonValue, JsonValueError, copy_json
 
@@ -284,7 +285,7 @@ def _decode(
 def _probe(cron: str, timezone: str | None) -> None:
     """Parse the cron with its timezone from ``now=0`` (§2.1, §4.1).
 
-    First version: the cron module lands in the next commit; until then the syntax is not
-    checked here.
+    Raises ``invalid_cron`` or ``unsatisfiable_cron``; a declaration that can never fire is
+    refused when it is declared, not discovered at the first tick.
     """
-    del cron, timezone
+    Cron.parse(cron, timezone, now=0)

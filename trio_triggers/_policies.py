@@ -1,0 +1,151 @@
+"""Overlap, catch-up and due occurrences (``triggers.md`` §5-§7, §14.1): pure schedule policy.
+
+Nothing here does I/O or reads a clock: ``now`` is always an argument, so the scheduler, the
+dashboard readers and the tests all get the same answer for the same inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import msgspec
+
+from ._constants import NEXT_OCCURRENCE_COUNT, is_safe_integer
+from ._cron import Cron
+from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
+from ._errors import TriggerError
+
+__all__ = [
+    "DueOccurrences",
+    "OverlapDecision",
+    "catch_up_occurrences",
+    "due_occurrences",
+    "next_occurrences",
+    "overlap_decision",
+    "pending_after",
+]
+
+logger = logging.getLogger("trio_triggers.policies")
+
+OverlapDecision = Literal["fire", "skip", "buffer", "supersede"]
+
+_WHEN_RUNNING: dict[str, OverlapDecision] = {
+    "skip": "skip",
+    "buffer-one": "buffer",
+    "supersede": "supersede",
+}
+
+
+def overlap_decision(
+    policy: Overlap, *, running: bool, pending: int | None = None, due: int
+) -> OverlapDecision:
+    """What to do with a due occurrence (§7): ``fire`` when nothing runs, else the policy's
+    answer (``skip``, ``buffer`` or ``supersede``). ``pending`` and ``due`` do not change it."""
+    del pending, due
+    try:
+        when_running = _WHEN_RUNNING[policy]
+    except KeyError:
+        raise ValueError(f"unknown overlap policy {policy!r}") from None
+    return when_running if running else "fire"
+
+
+def pending_after(pending: int | None, due: int) -> int:
+    """The single buffer slot after buffering ``due``: it only ever moves forward."""
+    return due if pending is None else max(pending, due)
+
+
+def _bound_exceeded(missed: int, max_catch_up: int) -> TriggerError:
+    noun = "occurrence" if missed == 1 else "occurrences"
+    return TriggerError(
+        "catch_up_bound_exceeded", f"missed {missed} {noun}; max_catch_up is {max_catch_up}"
+    )
+
+
+def catch_up_occurrences(
+    policy: CatchUp, max_catch_up: int, last_fired_at: int | None, now: int, cron: Cron
+) -> list[int]:
+    """The occurrences owed for the time since ``last_fired_at`` (§5.1), ascending.
+
+    Raises ``catch_up_bound_exceeded`` for an unusable bound (checked first, for every policy)
+    or when more is owed than ``max_catch_up`` allows: a backlog past the bound is refused
+    rather than silently trimmed, so the caller decides (``due_occurrences`` abandons it).
+    """
+    if not is_safe_integer(max_catch_up) or max_catch_up < 0:
+        raise TriggerError(
+            "catch_up_bound_exceeded",
+            f"max_catch_up must be a non-negative safe integer, received {max_catch_up!r}",
+            "max_catch_up",
+        )
+    if policy not in ("none", "one", "all"):
+        raise ValueError(f"unknown catch-up policy {policy!r}")
+    if last_fired_at is None or policy == "none":
+        return []
+    if policy == "one":
+        latest = cron.previous_at_or_before(now)
+        if latest <= last_fired_at:
+            return []
+        if max_catch_up < 1:
+            raise _bound_exceeded(1, max_catch_up)
+        return [latest]
+    missed = cron.occurrences_between(last_fired_at, now, limit=max_catch_up + 1)
+    if len(missed) > max_catch_up:
+        raise _bound_exceeded(len(missed), max_catch_up)
+    return missed
+
+
+class DueOccurrences(msgspec.Struct, frozen=True, kw_only=True):
+    """What one poll owes for a trigger, and the watermark to remember for the next poll."""
+
+    occurrences: list[int]
+    watermark: int
+
+
+def _within_bound(trigger: RegisteredTrigger, since: int, now: int, cron: Cron) -> list[int]:
+    try:
+        return catch_up_occurrences(trigger.catch_up, trigger.max_catch_up, since, now, cron)
+    except TriggerError as error:
+        if error.code != "catch_up_bound_exceeded":
+            raise
+        logger.warning(
+            "A trigger abandoned catch-up work beyond its bound",
+            exc_info=error,
+            extra={"trigger_id": trigger.id},
+        )
+        return []
+
+
+def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) -> DueOccurrences:
+    """The occurrences a scheduler owes at ``now`` (§6.1).
+
+    ``observed`` is this scheduler's watermark for the trigger (``None`` on first sight).
+    After first sight the current boundary is always owed; the catch-up policy only governs
+    the backlog strictly between the watermark and the current boundary. A backlog over the
+    bound is abandoned (one warning) and the current boundary is kept. The watermark never
+    moves back. Cron errors other than a breached bound propagate.
+    """
+    cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+    current = cron.previous_at_or_before(now)
+    if observed is None:
+        last = trigger.last_fired_at
+        if last is None or current <= last:
+            return DueOccurrences(occurrences=[], watermark=current)
+        owed = _within_bound(trigger, last, now, cron)
+        if not owed or owed[-1] != current:
+            owed.append(current)
+        return DueOccurrences(occurrences=owed, watermark=current)
+    if current <= observed:
+        return DueOccurrences(occurrences=[], watermark=observed)
+    backlog = _within_bound(trigger, observed, current - 1, cron)
+    return DueOccurrences(occurrences=[*backlog, current], watermark=current)
+
+
+def next_occurrences(trigger: Trigger | Schedule, now: int) -> list[int]:
+    """The next ``NEXT_OCCURRENCE_COUNT`` (5) occurrences strictly after ``now`` (§14.1)."""
+    cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+    found: list[int] = []
+    cursor = now
+    for _ in range(NEXT_OCCURRENCE_COUNT):
+        cursor = cron.next(cursor)
+        found.append(cursor)
+    return found
