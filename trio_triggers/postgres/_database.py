@@ -222,8 +222,12 @@ class PostgresDatabase:
         )
 
         def start() -> None:
+            # One direct connection first: an unreachable server or a bad password fails now,
+            # with libpq's own error, instead of after the pool's reconnect back-off.
+            psycopg.connect(conninfo).close()
+            pool.open(wait=False)
             try:
-                pool.open(wait=True, timeout=timeouts.connect_timeout + timeouts.pool_timeout)
+                pool.wait(timeout=timeouts.connect_timeout + timeouts.pool_timeout)
             except BaseException:
                 pool.close(timeout=1.0)
                 raise
