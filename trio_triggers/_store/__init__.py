@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._memory import MemoryTriggerStore
 from ._models import (
     OUTCOMES,
     SETTLED_OUTCOMES,
@@ -22,6 +23,7 @@ from ._models import (
     listed,
 )
 from ._protocol import TriggerStore
+from ._sqlite_store import SqliteTriggerStore, open_sqlite_trigger_store
 
 __all__ = [
     "OUTCOMES",
@@ -35,11 +37,14 @@ __all__ = [
     "HistoryPage",
     "HistoryQuery",
     "Listed",
+    "MemoryTriggerStore",
     "Outcome",
     "PendingClaim",
     "Result",
     "SchedulerHeartbeat",
+    "SqliteTriggerStore",
     "TriggerStore",
     "is_unfinished",
     "listed",
+    "open_sqlite_trigger_store",
 ]

@@ -1,0 +1,560 @@
+"""The pure decisions every trigger store shares (``triggers.md`` §9.8.1, §9.14-§9.15, §10).
+
+Nothing here does I/O or reads a clock. A store reads a snapshot inside its transaction, calls
+one of these functions, and applies the writes it returns, in order. The stores therefore differ
+only in how they read and write rows; they cannot disagree about what a claim, a lease or a
+result means.
+
+Writes are small frozen values. Each one names the exact conditional update of §10.3 (or of the
+method it comes from), so a SQL store maps it to one statement and the memory store to one
+dictionary update:
+
+* ledger writes: :class:`SetOutcome`, :class:`SetRunId`, :class:`WriteFire`;
+* trigger writes: :class:`ReleaseReservation`, :class:`ReplaceHolder`, :class:`AdvanceCursor`,
+  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import msgspec
+
+from .._constants import RESERVATION_LEASE_MS, is_safe_integer
+from .._declarations import Overlap
+from .._errors import TriggerError
+from .._identities import is_reservation, reservation_occurrence
+from .._policies import overlap_decision, pending_after
+from ._models import (
+    TERMINAL_OUTCOMES,
+    Claim,
+    Fire,
+    FireRecord,
+    HistoryPage,
+    HistoryQuery,
+    Outcome,
+    Result,
+    is_unfinished,
+)
+
+__all__ = [
+    "AdvanceCursor",
+    "ClaimDecision",
+    "ClaimSnapshot",
+    "ClearPendingIf",
+    "FireState",
+    "LeaseExpired",
+    "LeaseHeld",
+    "LeaseIdle",
+    "LeaseVerdict",
+    "ReleaseReservation",
+    "ReplaceHolder",
+    "Reserve",
+    "SetOutcome",
+    "SetPending",
+    "SetRunId",
+    "TriggerWrite",
+    "WriteFire",
+    "after_cursor",
+    "check_history_limit",
+    "check_prune_cutoff",
+    "decide",
+    "history_key",
+    "is_prunable",
+    "lease",
+    "lease_expired",
+    "page",
+    "plan_restore",
+    "plan_result",
+    "refuse_claim",
+    "refuse_result",
+    "stale_owner",
+]
+
+
+# --- snapshots ---------------------------------------------------------------------------
+
+
+class FireState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a decision needs of one ledger row: its outcome and run id."""
+
+    outcome: Outcome | None = None
+    run_id: str | None = None
+
+
+class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The inputs of the claim decision (§10.1), read inside the claim's transaction."""
+
+    trigger_id: str
+    occurrence: int
+    expected_revision: int
+    resume_buffered: bool
+    revision: int
+    enabled: bool
+    overlap: Overlap
+    active: str | None
+    active_claimed_at: int | None
+    pending: int | None
+    existing_fire: FireState | None
+    active_fire: FireState | None
+    reservation_id: str
+    claimed_at: int
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+class SetOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """Ledger row ``occurrence``: ``outcome = outcome``; with ``while_open`` only if unfinished."""
+
+    occurrence: int
+    outcome: Outcome
+    while_open: bool
+
+
+class SetRunId(msgspec.Struct, frozen=True, kw_only=True):
+    """Ledger row ``occurrence``: ``run_id = run_id``."""
+
+    occurrence: int
+    run_id: str
+
+
+class WriteFire(msgspec.Struct, frozen=True, kw_only=True):
+    """Ledger row ``occurrence``: ``outcome``, ``error`` and (unless ``keep_run_id``) ``run_id``."""
+
+    occurrence: int
+    outcome: Outcome
+    run_id: str | None
+    error: str | None
+    keep_run_id: bool
+
+
+class ReleaseReservation(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``active_run_id = holder``, claim time NULL, ``pending_at = pending``, where
+    ``active_run_id = expected``."""
+
+    expected: str
+    holder: str | None
+    pending: int | None
+
+
+class ReplaceHolder(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``active_run_id = holder``, claim time NULL, where ``active_run_id = expected``."""
+
+    expected: str
+    holder: str | None
+
+
+class AdvanceCursor(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``last_fired_at = max(coalesce(last_fired_at, occurrence), occurrence)``."""
+
+    occurrence: int
+
+
+class SetPending(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``pending_at = pending``."""
+
+    pending: int
+
+
+class ClearPendingIf(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``pending_at = NULL`` where ``pending_at = occurrence``."""
+
+    occurrence: int
+
+
+class Reserve(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``active_run_id = reservation_id``, ``active_claimed_at = claimed_at``."""
+
+    reservation_id: str
+    claimed_at: int
+
+
+TriggerWrite: TypeAlias = (
+    SetOutcome
+    | SetRunId
+    | WriteFire
+    | ReleaseReservation
+    | ReplaceHolder
+    | AdvanceCursor
+    | SetPending
+    | ClearPendingIf
+    | Reserve
+)
+"""One write of a decision, applied in order inside the deciding transaction."""
+
+
+class ClaimDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of :func:`decide`: the claim to return and the writes to apply first."""
+
+    claim: Claim
+    writes: tuple[TriggerWrite, ...]
+
+
+# --- the claim decision (§10.2) ----------------------------------------------------------
+
+_NOT_CLAIMED = Claim(claimed=False)
+
+
+def refuse_claim(trigger_id: str, *, revision: int, enabled: bool, expected_revision: int) -> None:
+    """The fences of §10.2 step 0: the revision check first, then ``enabled``."""
+    if revision != expected_revision:
+        raise TriggerError(
+            "revision_mismatch",
+            f"trigger {trigger_id} is at revision {revision}, not the claimed {expected_revision}",
+        )
+    if not enabled:
+        raise TriggerError("trigger_disabled", f"trigger {trigger_id} is disabled")
+
+
+def lease_expired(active: str | None, active_claimed_at: int | None, now: int) -> bool:
+    """Whether ``active`` is a reservation whose lease has run out at ``now`` (§10.2 step 1).
+
+    A reservation exactly ``RESERVATION_LEASE_MS`` old is expired; one without a claim time is
+    always expired; a holder that is not a reservation never expires.
+    """
+    if not is_reservation(active):
+        return False
+    return active_claimed_at is None or active_claimed_at <= now - RESERVATION_LEASE_MS
+
+
+def decide(s: ClaimSnapshot) -> ClaimDecision:
+    """The claim decision of §10.2: refuse, gate, reclaim, decide, and the writes to apply.
+
+    Raises ``revision_mismatch`` / ``trigger_disabled`` (step 0); never writes by itself.
+    """
+    refuse_claim(
+        s.trigger_id, revision=s.revision, enabled=s.enabled, expected_revision=s.expected_revision
+    )
+    occurrence = s.occurrence
+    active = s.active
+    # 1. an expired reservation
+    expired = active if lease_expired(active, s.active_claimed_at, s.claimed_at) else None
+    # 2. the existing-row gate
+    existing = s.existing_fire
+    if existing is not None:
+        resumable_buffer = s.resume_buffered and existing.outcome == "buffered"
+        resumable_reservation = existing.outcome is None and (
+            active is None
+            or (expired is not None and reservation_occurrence(expired) == occurrence)
+        )
+        resumable_supersede = (
+            s.resume_buffered
+            and existing.outcome is None
+            and s.overlap == "supersede"
+            and active is not None
+            and existing.run_id == active
+        )
+        if not (resumable_buffer or resumable_reservation or resumable_supersede):
+            return ClaimDecision(claim=_NOT_CLAIMED, writes=())
+    writes: list[TriggerWrite] = []
+    pending = s.pending
+    # 3. reclaim an expired reservation
+    holder: str | None
+    if expired is not None:
+        holder = None
+        eo = reservation_occurrence(expired)
+        ef = s.active_fire
+        if eo is not None and ef is not None and is_unfinished(ef.outcome):
+            if s.overlap == "supersede":
+                if ef.run_id is not None and not is_reservation(ef.run_id):
+                    holder = ef.run_id
+                if eo != occurrence:
+                    writes.append(SetOutcome(occurrence=eo, outcome="superseded", while_open=False))
+            elif eo != occurrence:
+                pending = pending_after(pending, eo)
+        writes.append(ReleaseReservation(expected=expired, holder=holder, pending=pending))
+    else:
+        holder = active
+    # 4. the overlap decision
+    action = overlap_decision(
+        s.overlap, running=holder is not None, pending=pending, due=occurrence
+    )
+    # 5. skip / buffer
+    if action == "skip" or action == "buffer":
+        writes.append(
+            SetOutcome(
+                occurrence=occurrence,
+                outcome="skipped" if action == "skip" else "buffered",
+                while_open=False,
+            )
+        )
+        writes.append(AdvanceCursor(occurrence=occurrence))
+        if action == "buffer":
+            writes.append(SetPending(pending=pending_after(pending, occurrence)))
+        return ClaimDecision(claim=Claim(claimed=True, action=action), writes=tuple(writes))
+    # 6. fire / supersede
+    displaced = holder
+    if action == "supersede" and is_reservation(holder):
+        ao = reservation_occurrence(holder)
+        if ao is not None:
+            af = s.active_fire
+            if af is not None and af.run_id is not None and not is_reservation(af.run_id):
+                displaced = af.run_id
+            writes.append(SetOutcome(occurrence=ao, outcome="superseded", while_open=True))
+    if displaced is not None and not is_reservation(displaced):
+        writes.append(SetRunId(occurrence=occurrence, run_id=displaced))
+    writes.append(Reserve(reservation_id=s.reservation_id, claimed_at=s.claimed_at))
+    return ClaimDecision(
+        claim=Claim(
+            claimed=True,
+            action=action,
+            reservation_id=s.reservation_id,
+            active_run_id=displaced,
+        ),
+        writes=tuple(writes),
+    )
+
+
+# --- the reservation lease (§10.4) -------------------------------------------------------
+
+
+class LeaseIdle(msgspec.Struct, frozen=True, kw_only=True):
+    """Nothing holds the trigger."""
+
+
+class LeaseHeld(msgspec.Struct, frozen=True, kw_only=True):
+    """``holder`` (a run id or a live reservation) holds the trigger."""
+
+    holder: str
+
+
+class LeaseExpired(msgspec.Struct, frozen=True, kw_only=True):
+    """The reservation ``expected`` has expired; ``write`` releases it."""
+
+    expected: str
+    write: ReplaceHolder | ReleaseReservation
+
+    @property
+    def holder(self) -> str | None:
+        """What holds the trigger after the release (a recovered predecessor, or ``None``)."""
+        return self.write.holder
+
+
+LeaseVerdict: TypeAlias = LeaseIdle | LeaseHeld | LeaseExpired
+
+
+def lease(
+    active: str | None,
+    active_claimed_at: int | None,
+    pending: int | None,
+    now: int,
+    unfinished: FireState | None,
+) -> LeaseVerdict:
+    """The reservation lease of §10.4.
+
+    ``unfinished`` is the ledger row of the reservation's occurrence, only when it is
+    unfinished. An expired reservation whose occurrence is still owed is re-armed into the
+    pending slot, and the predecessor recorded on that row (if any) becomes the holder again.
+    """
+    if active is None:
+        return LeaseIdle()
+    if not lease_expired(active, active_claimed_at, now):
+        return LeaseHeld(holder=active)
+    occurrence = reservation_occurrence(active)
+    if occurrence is None or unfinished is None:
+        return LeaseExpired(expected=active, write=ReplaceHolder(expected=active, holder=None))
+    recovered = unfinished.run_id
+    if recovered is not None and is_reservation(recovered):
+        recovered = None
+    return LeaseExpired(
+        expected=active,
+        write=ReleaseReservation(
+            expected=active, holder=recovered, pending=pending_after(pending, occurrence)
+        ),
+    )
+
+
+# --- results (§9.8, §9.8.1) --------------------------------------------------------------
+
+
+def stale_owner(result: Result) -> TriggerError:
+    return TriggerError(
+        "stale_owner",
+        f"result no longer owns trigger {result.trigger_id} occurrence {result.occurrence}",
+    )
+
+
+def refuse_result(result: Result, fire: FireState | None, active: str | None) -> None:
+    """Raise the refusal of §9.8.1 for ``result`` against the snapshot, or return."""
+    outcome = result.outcome
+    if outcome == "launched":
+        run_id = result.run_id
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise TriggerError(
+                "invalid_options", "launched requires a non-empty run_id", path="run_id"
+            )
+        if is_reservation(run_id):
+            raise TriggerError(
+                "invalid_options",
+                "launched requires a run_id that is not a reservation id",
+                path="run_id",
+            )
+    unfinished = fire is not None and is_unfinished(fire.outcome)
+    reservation = is_reservation(active) and reservation_occurrence(active) == result.occurrence
+    if result.reservation_id is not None:
+        owner: str | None = result.reservation_id
+    elif result.run_id is not None:
+        owner = result.run_id
+    elif reservation:
+        owner = active
+    else:
+        owner = None
+    if outcome == "launched":
+        if unfinished and reservation and result.reservation_id == active:
+            return
+        raise stale_owner(result)
+    if fire is not None:
+        stored_outcome = fire.outcome
+        if outcome == stored_outcome and (result.run_id is None or result.run_id == fire.run_id):
+            return  # (a) harmless repeat
+        if (
+            stored_outcome == "launched"
+            and outcome not in ("skipped", "buffered")
+            and result.reservation_id is None
+            and (result.run_id is None or result.run_id == fire.run_id)
+        ):
+            return  # (b) settling a launch
+        if unfinished and reservation and owner == active:
+            return  # (c) the reservation's owner reports
+    raise stale_owner(result)
+
+
+def plan_result(
+    result: Result, fire: FireState | None, active: str | None
+) -> tuple[TriggerWrite, ...]:
+    """Refuse (§9.8.1) or return the writes of ``record_result`` (§9.8 steps 4-7)."""
+    refuse_result(result, fire, active)
+    outcome = result.outcome
+    stored = fire.outcome if fire is not None else None
+    if outcome != "launched" and outcome == stored:
+        return ()
+    if stored == "launched" and fire is not None:
+        owner: str | None = fire.run_id  # a launched row's owner is its run, even NULL
+    elif result.reservation_id is not None:
+        owner = result.reservation_id
+    elif result.run_id is not None:
+        owner = result.run_id
+    else:
+        owner = active
+    o = result.occurrence
+    keep = outcome in TERMINAL_OUTCOMES and result.run_id is None
+    writes: list[TriggerWrite] = [
+        WriteFire(
+            occurrence=o,
+            outcome=outcome,
+            run_id=result.run_id,
+            error=result.error,
+            keep_run_id=keep,
+        ),
+        AdvanceCursor(occurrence=o),
+    ]
+    if outcome == "launched":
+        assert result.reservation_id is not None  # refuse_result guarantees it
+        writes.append(ReplaceHolder(expected=result.reservation_id, holder=result.run_id))
+    elif owner is not None:
+        writes.append(ReplaceHolder(expected=owner, holder=None))
+    return tuple(writes)
+
+
+# --- restore_pending (§9.9) --------------------------------------------------------------
+
+
+def plan_restore(
+    occurrence: int,
+    reservation_id: str,
+    active: str | None,
+    pending: int | None,
+    fire: FireState | None,
+    predecessor_launched: bool,
+) -> ReleaseReservation:
+    """The write of ``restore_pending``, or ``stale_owner`` (§9.9 steps 2-5).
+
+    ``predecessor_launched`` tells whether some ledger row of the trigger with ``fire.run_id``
+    has outcome ``launched``.
+    """
+    if (
+        active != reservation_id
+        or fire is None
+        or not is_unfinished(fire.outcome)
+        or reservation_occurrence(reservation_id) != occurrence
+    ):
+        raise TriggerError("stale_owner", "pending restoration no longer owns reservation")
+    predecessor = fire.run_id
+    if predecessor is None or is_reservation(predecessor) or not predecessor_launched:
+        predecessor = None
+    return ReleaseReservation(
+        expected=reservation_id, holder=predecessor, pending=pending_after(pending, occurrence)
+    )
+
+
+# --- history and pruning (§9.14, §9.15) --------------------------------------------------
+
+
+def check_history_limit(limit: object) -> int | None:
+    """``None`` or a positive safe integer; otherwise ``invalid_options`` at ``limit``."""
+    if limit is None:
+        return None
+    if not is_safe_integer(limit) or limit < 1:
+        raise TriggerError(
+            "invalid_options",
+            f"history limit must be a positive safe integer, received {limit!r}",
+            path="limit",
+        )
+    return limit
+
+
+def check_prune_cutoff(older_than: object) -> int:
+    """A safe integer; otherwise ``invalid_options`` at ``older_than``."""
+    if not is_safe_integer(older_than):
+        raise TriggerError(
+            "invalid_options",
+            f"prune cutoff must be a safe integer, received {older_than!r}",
+            path="older_than",
+        )
+    return older_than
+
+
+def history_key(record: FireRecord) -> tuple[int, str]:
+    """Sort key of the history order; sort with ``reverse=True`` for newest first."""
+    return (record.occurrence, record.trigger_id)
+
+
+def after_cursor(occurrence: int, trigger_id: str, cursor: Fire | None) -> bool:
+    """Whether a row comes strictly after the exclusive ``cursor`` in the history order."""
+    if cursor is None:
+        return True
+    return occurrence < cursor.occurrence or (
+        occurrence == cursor.occurrence and trigger_id < cursor.trigger_id
+    )
+
+
+def page(rows: list[FireRecord], query: HistoryQuery) -> HistoryPage:
+    """Cut ``rows`` (ordered, at most ``limit + 1`` of them) into a page with its cursor."""
+    limit = query.limit
+    if limit is None or len(rows) <= limit:
+        return HistoryPage(items=rows, next_cursor=None)
+    items = rows[:limit]
+    last = items[-1]
+    return HistoryPage(
+        items=items, next_cursor=Fire(trigger_id=last.trigger_id, occurrence=last.occurrence)
+    )
+
+
+def is_prunable(
+    occurrence: int,
+    outcome: Outcome | None,
+    run_id: str | None,
+    *,
+    pending_at: int | None,
+    active_run_id: str | None,
+    older_than: int,
+) -> bool:
+    """Whether ``prune_fires(older_than)`` deletes this ledger row (§9.15)."""
+    if occurrence >= older_than or outcome is None:
+        return False
+    if outcome not in ("completed", "failed", "skipped", "superseded"):
+        return False
+    if pending_at is not None and pending_at == occurrence:
+        return False
+    return not (active_run_id is not None and active_run_id == run_id)

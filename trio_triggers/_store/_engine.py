@@ -1,0 +1,817 @@
+"""The store methods, written once over a tiny synchronous transaction interface.
+
+Every store runs each method as one transaction and hands the method body a :class:`StoreTx`:
+a handful of row reads and the writes of :mod:`._decision`. The bodies here read the snapshot,
+call the pure decision and apply the writes it returns. A new backend (PostgreSQL) implements
+:class:`StoreTx` (locking the trigger row on :meth:`StoreTx.state`) and a ``_run`` that opens
+the transaction, and inherits every rule of the contract unchanged.
+
+Row decoding (``could not decode trigger row <id>``) and argument checks live here too, so the
+stores cannot disagree about them either.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Final, Literal, Protocol, TypeAlias, TypeVar
+
+import msgspec
+
+from .._clock import WallClock
+from .._constants import MAX_OCCURRENCES, is_safe_integer
+from .._cron import Cron
+from .._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
+from .._errors import TriggerError
+from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
+from .._json import decode_json, encode_input
+from ._decision import (
+    ClaimSnapshot,
+    ClearPendingIf,
+    FireState,
+    LeaseExpired,
+    LeaseHeld,
+    LeaseIdle,
+    ReplaceHolder,
+    SetPending,
+    TriggerWrite,
+    check_history_limit,
+    check_prune_cutoff,
+    decide,
+    lease,
+    page,
+    plan_restore,
+    plan_result,
+    refuse_claim,
+)
+from ._models import (
+    OUTCOMES,
+    Claim,
+    FireRecord,
+    Held,
+    HistoryPage,
+    HistoryQuery,
+    Listed,
+    Outcome,
+    PendingClaim,
+    Result,
+    SchedulerHeartbeat,
+    is_unfinished,
+)
+
+__all__ = [
+    "TRIGGER_COLUMNS",
+    "EncodedTrigger",
+    "EngineStore",
+    "RawFireRecord",
+    "RawState",
+    "RawTrigger",
+    "StoreTx",
+    "read_failed",
+    "write_failed",
+]
+
+T = TypeVar("T")
+
+#: The columns of ``tt_triggers`` in the order :class:`RawTrigger` carries them.
+TRIGGER_COLUMNS: Final = (
+    "trigger_id",
+    "flow_id",
+    "input_json",
+    "cron",
+    "timezone",
+    "overlap",
+    "catch_up",
+    "max_catch_up",
+    "enabled",
+    "revision",
+    "last_fired_at_ms",
+    "pending_at_ms",
+    "active_run_id",
+    "active_claimed_at_ms",
+)
+#: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
+STATE_COLUMNS: Final = (
+    "revision",
+    "enabled",
+    "overlap",
+    "active_run_id",
+    "active_claimed_at_ms",
+    "pending_at_ms",
+)
+
+RawTrigger: TypeAlias = tuple[object, ...]
+"""A ``tt_triggers`` row as read, in :data:`TRIGGER_COLUMNS` order (values not yet checked)."""
+RawState: TypeAlias = tuple[object, ...]
+"""The :data:`STATE_COLUMNS` of one ``tt_triggers`` row, as read."""
+RawFireRecord: TypeAlias = tuple[object, object, object, object, object]
+"""A ledger row as read: ``(trigger_id, occurrence_at_ms, outcome, run_id, error)``."""
+
+Method = Literal[
+    "register",
+    "get",
+    "list",
+    "list_enabled",
+    "claim_fire",
+    "claim_pending",
+    "record_result",
+    "restore_pending",
+    "set_pending",
+    "active_run",
+    "active_occurrence",
+    "clear_active",
+    "history",
+    "prune_fires",
+    "inspect",
+    "heartbeat",
+    "last_heartbeat",
+]
+READ_ONLY_METHODS: Final[frozenset[str]] = frozenset(
+    {"get", "list", "list_enabled", "active_occurrence", "history", "inspect", "last_heartbeat"}
+)
+
+
+def read_failed() -> TriggerError:
+    return TriggerError("store", "trigger store read failed")
+
+
+def write_failed() -> TriggerError:
+    return TriggerError("store", "trigger store write failed")
+
+
+def failure_for(method: str) -> TriggerError:
+    """The ``store`` error a failing database operation raises in ``method`` (§9.2)."""
+    return read_failed() if method in READ_ONLY_METHODS else write_failed()
+
+
+class EncodedTrigger(msgspec.Struct, frozen=True, kw_only=True):
+    """The declared columns of one ``tt_triggers`` row, snapshotted by ``register``."""
+
+    trigger_id: str
+    flow_id: str
+    input_json: str
+    cron: str
+    timezone: str | None
+    overlap: str
+    catch_up: str
+    max_catch_up: int
+    enabled: int
+
+
+class StoreTx(Protocol):
+    """What a method body needs from one open transaction of a backend."""
+
+    def trigger(self, trigger_id: str) -> RawTrigger | None:
+        """The whole row of ``trigger_id``."""
+        ...
+
+    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+        """Every row (or those with ``enabled = 1``), ordered by ``trigger_id`` (code points)."""
+        ...
+
+    def state(self, trigger_id: str) -> RawState | None:
+        """The :data:`STATE_COLUMNS` of ``trigger_id`` (a SQL server locks the row here)."""
+        ...
+
+    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+        """``(outcome, run_id)`` of the ledger row, if it exists."""
+        ...
+
+    def insert_fire(self, trigger_id: str, occurrence: int) -> None:
+        """Insert the ledger row ``(trigger_id, occurrence, outcome NULL)`` (known absent)."""
+        ...
+
+    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+        """Apply one decision write (§10.3) to ``trigger_id``'s rows."""
+        ...
+
+    def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        """The greatest occurrence whose row has ``run_id`` and outcome ``launched``."""
+        ...
+
+    def upsert(self, trigger: EncodedTrigger) -> None:
+        """Insert with revision 1, or overwrite the declared columns and add 1 to revision."""
+        ...
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+        """Filtered rows after ``query.cursor``, newest first, at most ``fetch`` of them."""
+        ...
+
+    def prune(self, older_than: int) -> int:
+        """Delete the rows :func:`._decision.is_prunable` selects; answer how many."""
+        ...
+
+    def heartbeat(self, host: str, at: int) -> None:
+        """Upsert ``(host, at)``."""
+        ...
+
+    def last_heartbeat(self) -> tuple[object, object] | None:
+        """``(host, ticked_at_ms)`` with the greatest time, ties to the lowest host."""
+        ...
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+_OVERLAPS: Final = ("skip", "buffer-one", "supersede")
+_CATCH_UPS: Final = ("none", "one", "all")
+
+
+class RowDecodeError(ValueError):
+    """Why a stored row could not be decoded (the ``__cause__`` of the ``store`` error)."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _opt_int(value: object, column: str) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise RowDecodeError(f"column {column} must be an integer or NULL")
+    return int(value)  # type: ignore[call-overload, no-any-return]
+
+
+def _opt_text(value: object, column: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RowDecodeError(f"column {column} must be text or NULL")
+    return value
+
+
+def _text(value: object, column: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RowDecodeError(f"column {column} must be non-empty text")
+    return value
+
+
+def _enabled(value: object) -> bool:
+    if not _is_int(value) or value not in (0, 1):
+        raise RowDecodeError("column enabled must be 0 or 1")
+    return value == 1
+
+
+def _overlap(value: object) -> Overlap:
+    for choice in _OVERLAPS:
+        if value == choice:
+            return choice
+    raise RowDecodeError("column overlap must be skip, buffer-one or supersede")
+
+
+def _catch_up(value: object) -> CatchUp:
+    for choice in _CATCH_UPS:
+        if value == choice:
+            return choice
+    raise RowDecodeError("column catch_up must be none, one or all")
+
+
+def decode_error(trigger_id: object, cause: BaseException) -> TriggerError:
+    error = TriggerError("store", f"could not decode trigger row {trigger_id}")
+    error.__cause__ = cause
+    return error
+
+
+def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
+    (
+        trigger_id,
+        flow_id,
+        input_json,
+        cron,
+        timezone,
+        overlap,
+        catch_up,
+        max_catch_up,
+        enabled,
+        revision,
+        last_fired_at,
+        pending_at,
+        active_run_id,
+        _claimed_at,
+    ) = raw
+    if not isinstance(input_json, str):
+        raise RowDecodeError("column input_json must be text")
+    try:
+        value = decode_json(input_json)
+    except msgspec.DecodeError as exc:
+        raise RowDecodeError(f"column input_json is not JSON: {exc}") from None
+    tz = _opt_text(timezone, "timezone")
+    if tz == "":
+        raise RowDecodeError("column timezone must be non-empty text or NULL")
+    bound = _opt_int(max_catch_up, "max_catch_up")
+    if bound is None or not 0 <= bound <= MAX_OCCURRENCES:
+        raise RowDecodeError(f"column max_catch_up must be an integer from 0 to {MAX_OCCURRENCES}")
+    rev = _opt_int(revision, "revision")
+    if rev is None:
+        raise RowDecodeError("column revision must be an integer")
+    registered = RegisteredTrigger(
+        id=_text(trigger_id, "trigger_id"),
+        flow_id=_text(flow_id, "flow_id"),
+        input=value,
+        cron=_text(cron, "cron"),
+        timezone=tz,
+        overlap=_overlap(overlap),
+        catch_up=_catch_up(catch_up),
+        max_catch_up=bound,
+        enabled=_enabled(enabled),
+        revision=rev,
+        last_fired_at=_opt_int(last_fired_at, "last_fired_at_ms"),
+    )
+    held = Held(
+        active_run_id=_opt_text(active_run_id, "active_run_id"),
+        pending_at=_opt_int(pending_at, "pending_at_ms"),
+    )
+    return registered, held
+
+
+def decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
+    """Decode a whole row, or raise ``store`` ``could not decode trigger row <id>``."""
+    try:
+        return _decode_trigger(raw)
+    except RowDecodeError as exc:
+        raise decode_error(raw[0], exc) from exc
+
+
+class _State(msgspec.Struct, frozen=True, kw_only=True):
+    revision: int
+    enabled: bool
+    overlap: Overlap
+    active: str | None
+    claimed_at: int | None
+    pending: int | None
+
+
+def _decode_state(trigger_id: str, raw: RawState) -> _State:
+    revision, enabled, overlap, active, claimed_at, pending = raw
+    try:
+        rev = _opt_int(revision, "revision")
+        if rev is None:
+            raise RowDecodeError("column revision must be an integer")
+        return _State(
+            revision=rev,
+            enabled=_enabled(enabled),
+            overlap=_overlap(overlap),
+            active=_opt_text(active, "active_run_id"),
+            claimed_at=_opt_int(claimed_at, "active_claimed_at_ms"),
+            pending=_opt_int(pending, "pending_at_ms"),
+        )
+    except RowDecodeError as exc:
+        raise decode_error(trigger_id, exc) from exc
+
+
+def _outcome(value: object) -> Outcome | None:
+    if value is None:
+        return None
+    for choice in OUTCOMES:
+        if value == choice:
+            return choice
+    raise read_failed()
+
+
+def _fire_state(raw: tuple[object, object] | None) -> FireState | None:
+    if raw is None:
+        return None
+    outcome, run_id = raw
+    return FireState(outcome=_outcome(outcome), run_id=run_id if isinstance(run_id, str) else None)
+
+
+# --- argument checks -----------------------------------------------------------------------
+
+
+def unknown_trigger(trigger_id: str) -> TriggerError:
+    return TriggerError("unknown_trigger", f"unknown trigger {trigger_id}")
+
+
+def _storable(value: str) -> bool:
+    """Text every backend can hold (PostgreSQL text has no NUL; UTF-8 has no lone surrogate)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_text(value: object, name: str) -> None:
+    if value is not None and isinstance(value, str) and not _storable(value):
+        raise TriggerError(
+            "invalid_options", f"{name} must be storable text (no NUL characters)", path=name
+        )
+
+
+def _check_occurrence(value: object) -> int:
+    if not is_safe_integer(value):
+        raise TriggerError(
+            "invalid_options",
+            f"occurrence must be a safe integer, received {value!r}",
+            path="occurrence",
+        )
+    return value
+
+
+def encode_trigger(trigger: Trigger) -> EncodedTrigger:
+    """``register``'s snapshot (§9.4 step 1): validate, deep-copy and encode the declaration."""
+    checked = Trigger.make(trigger)
+    try:
+        input_json = encode_input(checked.input)
+    except TriggerError:
+        raise
+    except Exception as exc:
+        raise TriggerError("store", "trigger input is not JSON-serializable") from exc
+    if not all(_storable(text) for text in (checked.id, checked.flow_id, checked.cron)):
+        raise TriggerError(
+            "invalid_trigger", "Trigger declaration is invalid: text must be valid Unicode"
+        )
+    return EncodedTrigger(
+        trigger_id=checked.id,
+        flow_id=checked.flow_id,
+        input_json=input_json,
+        cron=checked.cron,
+        timezone=checked.timezone,
+        overlap=checked.overlap,
+        catch_up=checked.catch_up,
+        max_catch_up=checked.max_catch_up,
+        enabled=1 if checked.enabled else 0,
+    )
+
+
+# --- method bodies -------------------------------------------------------------------------
+
+
+def _state(tx: StoreTx, trigger_id: str) -> _State:
+    raw = tx.state(trigger_id) if _storable(trigger_id) else None
+    if raw is None:
+        raise unknown_trigger(trigger_id)
+    return _decode_state(trigger_id, raw)
+
+
+def _exists(tx: StoreTx, trigger_id: str) -> bool:
+    return _storable(trigger_id) and tx.state(trigger_id) is not None
+
+
+def _apply(tx: StoreTx, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+    for write in writes:
+        tx.apply(trigger_id, write)
+
+
+def _get(tx: StoreTx, trigger_id: str) -> RegisteredTrigger | None:
+    raw = tx.trigger(trigger_id) if _storable(trigger_id) else None
+    return None if raw is None else decode_trigger(raw)[0]
+
+
+def _claim(
+    tx: StoreTx,
+    trigger_id: str,
+    state: _State,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+) -> Claim:
+    # Refusals come before any write (no ledger row for a fenced claim).
+    refuse_claim(
+        trigger_id,
+        revision=state.revision,
+        enabled=state.enabled,
+        expected_revision=expected_revision,
+    )
+    existing = tx.fire(trigger_id, occurrence)
+    if existing is None:
+        tx.insert_fire(trigger_id, occurrence)
+    active_fire: FireState | None = None
+    active_occurrence = reservation_occurrence(state.active)
+    if active_occurrence is not None:
+        if active_occurrence == occurrence:
+            active_fire = _fire_state(existing) if existing is not None else FireState()
+        else:
+            active_fire = _fire_state(tx.fire(trigger_id, active_occurrence))
+    decision = decide(
+        _snapshot(
+            trigger_id,
+            state,
+            occurrence,
+            expected_revision,
+            resume_buffered,
+            now,
+            existing_fire=_fire_state(existing),
+            active_fire=active_fire,
+        )
+    )
+    _apply(tx, trigger_id, decision.writes)
+    return decision.claim
+
+
+def _snapshot(
+    trigger_id: str,
+    state: _State,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+    *,
+    existing_fire: FireState | None = None,
+    active_fire: FireState | None = None,
+) -> ClaimSnapshot:
+    return ClaimSnapshot(
+        trigger_id=trigger_id,
+        occurrence=occurrence,
+        expected_revision=expected_revision,
+        resume_buffered=resume_buffered,
+        revision=state.revision,
+        enabled=state.enabled,
+        overlap=state.overlap,
+        active=state.active,
+        active_claimed_at=state.claimed_at,
+        pending=state.pending,
+        existing_fire=existing_fire,
+        active_fire=active_fire,
+        reservation_id=mint_reservation_id(trigger_id, occurrence),
+        claimed_at=now,
+    )
+
+
+def body_claim_fire(
+    tx: StoreTx,
+    trigger_id: str,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+) -> Claim:
+    occurrence = _check_occurrence(occurrence)
+    state = _state(tx, trigger_id)
+    return _claim(tx, trigger_id, state, occurrence, expected_revision, resume_buffered, now)
+
+
+def body_claim_pending(
+    tx: StoreTx, trigger_id: str, expected_revision: int, now: int
+) -> PendingClaim | None:
+    state = _state(tx, trigger_id)
+    pending = state.pending
+    if pending is None:
+        return None
+    claim = _claim(tx, trigger_id, state, pending, expected_revision, True, now)
+    if claim.claimed and claim.action != "buffer":
+        tx.apply(trigger_id, ClearPendingIf(occurrence=pending))
+    return PendingClaim(occurrence=pending, claim=claim)
+
+
+def body_record_result(tx: StoreTx, result: Result) -> None:
+    _check_occurrence(result.occurrence)
+    for name in ("run_id", "reservation_id", "error"):
+        _check_text(getattr(result, name), name)
+    state = _state(tx, result.trigger_id)
+    fire = _fire_state(tx.fire(result.trigger_id, result.occurrence))
+    _apply(tx, result.trigger_id, plan_result(result, fire, state.active))
+
+
+def body_restore_pending(
+    tx: StoreTx, trigger_id: str, occurrence: int, reservation_id: str
+) -> None:
+    _check_occurrence(occurrence)
+    state = _state(tx, trigger_id)
+    fire: FireState | None = None
+    launched = False
+    if state.active == reservation_id:
+        fire = _fire_state(tx.fire(trigger_id, occurrence))
+        run_id = fire.run_id if fire is not None else None
+        if run_id is not None and not is_reservation(run_id):
+            launched = tx.launched_occurrence(trigger_id, run_id) is not None
+    write = plan_restore(occurrence, reservation_id, state.active, state.pending, fire, launched)
+    tx.apply(trigger_id, write)
+
+
+def body_set_pending(tx: StoreTx, trigger_id: str, occurrence: int) -> None:
+    _check_occurrence(occurrence)
+    state = _state(tx, trigger_id)
+    pending = occurrence if state.pending is None else max(state.pending, occurrence)
+    if pending != state.pending:
+        tx.apply(trigger_id, SetPending(pending=pending))
+
+
+def body_active_run(tx: StoreTx, trigger_id: str, now: int) -> str | None:
+    state = _state(tx, trigger_id)
+    unfinished: FireState | None = None
+    occurrence = reservation_occurrence(state.active)
+    if occurrence is not None:
+        fire = _fire_state(tx.fire(trigger_id, occurrence))
+        if fire is not None and is_unfinished(fire.outcome):
+            unfinished = fire
+    verdict = lease(state.active, state.claimed_at, state.pending, now, unfinished)
+    if isinstance(verdict, LeaseIdle):
+        return None
+    if isinstance(verdict, LeaseHeld):
+        return verdict.holder
+    assert isinstance(verdict, LeaseExpired)
+    tx.apply(trigger_id, verdict.write)
+    return verdict.holder
+
+
+def body_active_occurrence(tx: StoreTx, trigger_id: str, run_id: str) -> int | None:
+    if not _exists(tx, trigger_id):
+        raise unknown_trigger(trigger_id)
+    if is_reservation(run_id):
+        return reservation_occurrence(run_id)
+    if not _storable(run_id):
+        return None
+    return tx.launched_occurrence(trigger_id, run_id)
+
+
+def body_clear_active(tx: StoreTx, trigger_id: str, run_id: str) -> None:
+    if not _storable(trigger_id) or not _storable(run_id):
+        return
+    tx.apply(trigger_id, ReplaceHolder(expected=run_id, holder=None))
+
+
+def body_history(tx: StoreTx, query: HistoryQuery) -> HistoryPage:
+    for name in ("trigger_id", "run_id"):
+        value = getattr(query, name)
+        if value is not None and not _storable(value):
+            return HistoryPage(items=[])
+    cursor = query.cursor
+    if cursor is not None and not _storable(cursor.trigger_id):
+        raise TriggerError(
+            "invalid_options", "history cursor must name a storable trigger id", path="cursor"
+        )
+    fetch = None if query.limit is None else query.limit + 1
+    rows = tx.history(query, fetch)
+    records: list[FireRecord] = []
+    for trigger_id, occurrence, outcome, run_id, error in rows:
+        if not isinstance(trigger_id, str) or not _is_int(occurrence):
+            raise read_failed()
+        records.append(
+            FireRecord(
+                trigger_id=trigger_id,
+                occurrence=int(occurrence),  # type: ignore[call-overload]
+                outcome=_outcome(outcome),
+                run_id=run_id if isinstance(run_id, str) else None,
+                error=error if isinstance(error, str) else None,
+            )
+        )
+    return page(records, query)
+
+
+def body_list(tx: StoreTx) -> builtins.list[Listed]:
+    rows: list[Listed] = []
+    for raw in tx.triggers(enabled_only=False):
+        trigger_id = raw[0] if isinstance(raw[0], str) else str(raw[0])
+        try:
+            registered, held = decode_trigger(raw)
+        except TriggerError as error:
+            active = raw[12]
+            pending = raw[11]
+            rows.append(
+                Listed(
+                    trigger_id=trigger_id,
+                    trigger=None,
+                    error=error,
+                    active_run_id=active if isinstance(active, str) else None,
+                    pending_at=pending if _is_int(pending) else None,  # type: ignore[arg-type]
+                )
+            )
+            continue
+        rows.append(
+            Listed(
+                trigger_id=trigger_id,
+                trigger=registered,
+                error=None,
+                active_run_id=held.active_run_id,
+                pending_at=held.pending_at,
+            )
+        )
+    return rows
+
+
+def body_list_enabled(tx: StoreTx) -> builtins.list[RegisteredTrigger]:
+    return [decode_trigger(raw)[0] for raw in tx.triggers(enabled_only=True)]
+
+
+def body_inspect(tx: StoreTx, trigger_id: str) -> Held:
+    state = _state(tx, trigger_id)
+    return Held(active_run_id=state.active, pending_at=state.pending)
+
+
+def body_register(tx: StoreTx, encoded: EncodedTrigger, now: int) -> RegisteredTrigger:
+    # §9.4 step 2: the cron must have a next occurrence from the store's now.
+    Cron.parse(encoded.cron, encoded.timezone, now=now)
+    tx.upsert(encoded)
+    registered = _get(tx, encoded.trigger_id)
+    if registered is None:
+        raise TriggerError("store", "registered trigger disappeared")
+    return registered
+
+
+def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
+    row = tx.last_heartbeat()
+    if row is None:
+        return None
+    host, at = row
+    if not isinstance(host, str) or not _is_int(at):
+        raise read_failed()
+    return SchedulerHeartbeat(host=host, ticked_at=int(at))  # type: ignore[call-overload]
+
+
+# --- the store front -----------------------------------------------------------------------
+
+
+class EngineStore:
+    """The public methods of every store; a backend supplies :meth:`_run`.
+
+    ``_run(method, body, now=...)`` runs ``body(tx, now)`` as one transaction of ``method``:
+    read-only methods may use a read transaction. ``now`` says whether the body needs the
+    store's clock (read once, when the transaction starts); otherwise the body gets ``0``.
+    Failures of the backend become ``failure_for(method)`` with the driver error as cause;
+    ``TriggerError``\\ s pass through unchanged.
+    """
+
+    _clock: WallClock
+
+    async def _run(
+        self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
+    ) -> T:
+        raise NotImplementedError
+
+    async def register(self, trigger: Trigger) -> RegisteredTrigger:
+        encoded = encode_trigger(trigger)  # the snapshot, before the first checkpoint
+        return await self._run(
+            "register", lambda tx, now: body_register(tx, encoded, now), now=True
+        )
+
+    async def get(self, trigger_id: str) -> RegisteredTrigger | None:
+        return await self._run("get", lambda tx, _: _get(tx, trigger_id))
+
+    async def list(self) -> builtins.list[Listed]:
+        return await self._run("list", lambda tx, _: body_list(tx))
+
+    async def list_enabled(self) -> builtins.list[RegisteredTrigger]:
+        return await self._run("list_enabled", lambda tx, _: body_list_enabled(tx))
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Claim:
+        return await self._run(
+            "claim_fire",
+            lambda tx, now: body_claim_fire(
+                tx, trigger_id, occurrence, expected_revision, resume_buffered, now
+            ),
+            now=True,
+        )
+
+    async def claim_pending(
+        self, trigger_id: str, *, expected_revision: int
+    ) -> PendingClaim | None:
+        return await self._run(
+            "claim_pending",
+            lambda tx, now: body_claim_pending(tx, trigger_id, expected_revision, now),
+            now=True,
+        )
+
+    async def record_result(self, result: Result) -> None:
+        await self._run("record_result", lambda tx, _: body_record_result(tx, result))
+
+    async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
+        await self._run(
+            "restore_pending",
+            lambda tx, _: body_restore_pending(tx, trigger_id, occurrence, reservation_id),
+        )
+
+    async def set_pending(self, trigger_id: str, occurrence: int) -> None:
+        await self._run("set_pending", lambda tx, _: body_set_pending(tx, trigger_id, occurrence))
+
+    async def active_run(self, trigger_id: str) -> str | None:
+        return await self._run(
+            "active_run", lambda tx, now: body_active_run(tx, trigger_id, now), now=True
+        )
+
+    async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        return await self._run(
+            "active_occurrence", lambda tx, _: body_active_occurrence(tx, trigger_id, run_id)
+        )
+
+    async def clear_active(self, trigger_id: str, run_id: str) -> None:
+        await self._run("clear_active", lambda tx, _: body_clear_active(tx, trigger_id, run_id))
+
+    async def history(self, query: HistoryQuery | None = None) -> HistoryPage:
+        chosen = query if query is not None else HistoryQuery()
+        check_history_limit(chosen.limit)
+        return await self._run("history", lambda tx, _: body_history(tx, chosen))
+
+    async def prune_fires(self, older_than: int) -> int:
+        cutoff = check_prune_cutoff(older_than)
+        return await self._run("prune_fires", lambda tx, _: tx.prune(cutoff))
+
+    async def inspect(self, trigger_id: str) -> Held:
+        return await self._run("inspect", lambda tx, _: body_inspect(tx, trigger_id))
+
+    async def heartbeat(self, host: str) -> None:
+        _check_text(host, "host")
+        await self._run("heartbeat", lambda tx, now: tx.heartbeat(host, now), now=True)
+
+    async def last_heartbeat(self) -> SchedulerHeartbeat | None:
+        return await self._run("last_heartbeat", lambda tx, _: body_last_heartbeat(tx))

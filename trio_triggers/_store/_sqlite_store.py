@@ -1,0 +1,418 @@
+"""The SQLite trigger store: the schema and migrations of ``triggers.md`` §9.3.
+
+Each method is one transaction on the shared :class:`~trio_triggers._sqlite.SqliteDatabase`
+(``BEGIN IMMEDIATE`` for every method that may write, a deferred ``BEGIN`` snapshot for the
+read-only ones), running the same method bodies as every other store (:mod:`._engine`). Only
+the row reads and the writes of :mod:`._decision` are written here, each as one statement.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from typing import Final, Literal, TypeVar
+
+from .._clock import SystemWallClock, WallClock
+from .._errors import TriggerError
+from .._executor import Executor
+from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
+from ._decision import (
+    AdvanceCursor,
+    ClearPendingIf,
+    ReleaseReservation,
+    ReplaceHolder,
+    Reserve,
+    SetOutcome,
+    SetPending,
+    SetRunId,
+    TriggerWrite,
+    WriteFire,
+)
+from ._engine import (
+    READ_ONLY_METHODS,
+    TRIGGER_COLUMNS,
+    EncodedTrigger,
+    EngineStore,
+    Method,
+    RawFireRecord,
+    RawState,
+    RawTrigger,
+    StoreTx,
+    failure_for,
+)
+from ._models import HistoryQuery
+
+__all__ = [
+    "TRIGGER_MIGRATIONS",
+    "SqliteTriggerStore",
+    "is_trigger_migration",
+    "open_sqlite_trigger_store",
+]
+
+T = TypeVar("T")
+
+_OUTCOME_CHECK = "'launched', 'completed', 'skipped', 'buffered', 'superseded', 'failed'"
+
+TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    (
+        "0001_triggers",
+        (
+            """
+            CREATE TABLE tt_triggers (
+                trigger_id TEXT PRIMARY KEY NOT NULL,
+                flow_id TEXT NOT NULL,
+                input_json TEXT NOT NULL,
+                cron TEXT NOT NULL,
+                timezone TEXT,
+                overlap TEXT NOT NULL CHECK (overlap IN ('skip', 'buffer-one', 'supersede')),
+                catch_up TEXT NOT NULL CHECK (catch_up IN ('none', 'one', 'all')),
+                max_catch_up INTEGER NOT NULL CHECK (max_catch_up >= 0),
+                enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+                revision INTEGER NOT NULL,
+                last_fired_at_ms INTEGER,
+                pending_at_ms INTEGER,
+                active_run_id TEXT
+            )
+            """,
+            f"""
+            CREATE TABLE tt_trigger_fires (
+                trigger_id TEXT NOT NULL REFERENCES tt_triggers (trigger_id),
+                occurrence_at_ms INTEGER NOT NULL,
+                outcome TEXT CHECK (outcome IS NULL OR outcome IN ({_OUTCOME_CHECK})),
+                run_id TEXT,
+                error TEXT,
+                PRIMARY KEY (trigger_id, occurrence_at_ms)
+            )
+            """,
+        ),
+    ),
+    (
+        "0002_reservation_lease",
+        ("ALTER TABLE tt_triggers ADD COLUMN active_claimed_at_ms INTEGER",),
+    ),
+    (
+        "0003_heartbeat",
+        (
+            """
+            CREATE TABLE tt_scheduler_heartbeats (
+                host TEXT PRIMARY KEY NOT NULL,
+                ticked_at_ms INTEGER NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
+        "0004_fire_run_index",
+        ("CREATE INDEX tt_trigger_fires_run_id ON tt_trigger_fires (run_id)",),
+    ),
+)
+"""The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
+
+
+def is_trigger_migration(name: str) -> bool:
+    """Whether a recorded migration name belongs to the trigger store (``NNNN_...``).
+
+    The run store's names start with ``runs_``, so both stores can share one database.
+    """
+    return len(name) > 5 and name[:4].isdigit() and name[4] == "_"
+
+
+_COLUMNS = ", ".join(TRIGGER_COLUMNS)
+_SELECT_TRIGGER = f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = ?"
+_SELECT_TRIGGERS = f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id"
+_SELECT_ENABLED = f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
+_SELECT_STATE = (
+    "SELECT revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms "
+    "FROM tt_triggers WHERE trigger_id = ?"
+)
+_SELECT_FIRE = (
+    "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = ? AND occurrence_at_ms = ?"
+)
+_INSERT_FIRE = "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (?, ?)"
+_SET_OUTCOME = (
+    "UPDATE tt_trigger_fires SET outcome = ? WHERE trigger_id = ? AND occurrence_at_ms = ?"
+)
+_SET_OUTCOME_OPEN = _SET_OUTCOME + " AND (outcome IS NULL OR outcome = 'buffered')"
+_SET_RUN_ID = "UPDATE tt_trigger_fires SET run_id = ? WHERE trigger_id = ? AND occurrence_at_ms = ?"
+_WRITE_FIRE = (
+    "UPDATE tt_trigger_fires SET outcome = ?, run_id = ?, error = ? "
+    "WHERE trigger_id = ? AND occurrence_at_ms = ?"
+)
+_WRITE_FIRE_KEEP = (
+    "UPDATE tt_trigger_fires SET outcome = ?, error = ? "
+    "WHERE trigger_id = ? AND occurrence_at_ms = ?"
+)
+_RELEASE = (
+    "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = NULL, pending_at_ms = ? "
+    "WHERE trigger_id = ? AND active_run_id = ?"
+)
+_REPLACE_HOLDER = (
+    "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = NULL "
+    "WHERE trigger_id = ? AND active_run_id = ?"
+)
+_ADVANCE_CURSOR = (
+    "UPDATE tt_triggers SET last_fired_at_ms = max(coalesce(last_fired_at_ms, ?), ?) "
+    "WHERE trigger_id = ?"
+)
+_SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = ? WHERE trigger_id = ?"
+_CLEAR_PENDING_IF = (
+    "UPDATE tt_triggers SET pending_at_ms = NULL WHERE trigger_id = ? AND pending_at_ms = ?"
+)
+_RESERVE = "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = ? WHERE trigger_id = ?"
+_LAUNCHED_OCCURRENCE = (
+    "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
+    "WHERE trigger_id = ? AND run_id = ? AND outcome = 'launched'"
+)
+_UPSERT = """
+    INSERT INTO tt_triggers (
+        trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
+        enabled, revision
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+    ON CONFLICT (trigger_id) DO UPDATE SET
+        flow_id = excluded.flow_id,
+        input_json = excluded.input_json,
+        cron = excluded.cron,
+        timezone = excluded.timezone,
+        overlap = excluded.overlap,
+        catch_up = excluded.catch_up,
+        max_catch_up = excluded.max_catch_up,
+        enabled = excluded.enabled,
+        revision = tt_triggers.revision + 1
+"""
+_PRUNE = """
+    DELETE FROM tt_trigger_fires
+    WHERE occurrence_at_ms < ?
+      AND outcome IN ('completed', 'failed', 'skipped', 'superseded')
+      AND NOT EXISTS (
+        SELECT 1 FROM tt_triggers AS t
+        WHERE t.trigger_id = tt_trigger_fires.trigger_id
+          AND ((t.pending_at_ms IS NOT NULL AND t.pending_at_ms = tt_trigger_fires.occurrence_at_ms)
+            OR (t.active_run_id IS NOT NULL AND t.active_run_id = tt_trigger_fires.run_id))
+      )
+"""
+_HEARTBEAT = (
+    "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (?, ?) "
+    "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
+)
+_LAST_HEARTBEAT = (
+    "SELECT host, ticked_at_ms FROM tt_scheduler_heartbeats "
+    "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
+)
+
+
+class _SqliteTx:
+    """:class:`StoreTx` over one open SQLite transaction."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._c = connection
+
+    def trigger(self, trigger_id: str) -> RawTrigger | None:
+        row: RawTrigger | None = self._c.execute(_SELECT_TRIGGER, (trigger_id,)).fetchone()
+        return row
+
+    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+        sql = _SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS
+        return self._c.execute(sql).fetchall()
+
+    def state(self, trigger_id: str) -> RawState | None:
+        row: RawState | None = self._c.execute(_SELECT_STATE, (trigger_id,)).fetchone()
+        return row
+
+    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+        row: tuple[object, object] | None = self._c.execute(
+            _SELECT_FIRE, (trigger_id, occurrence)
+        ).fetchone()
+        return row
+
+    def insert_fire(self, trigger_id: str, occurrence: int) -> None:
+        self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
+
+    def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        row = self._c.execute(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
+        value = row[0] if row is not None else None
+        return value if isinstance(value, int) else None
+
+    def upsert(self, trigger: EncodedTrigger) -> None:
+        self._c.execute(
+            _UPSERT,
+            (
+                trigger.trigger_id,
+                trigger.flow_id,
+                trigger.input_json,
+                trigger.cron,
+                trigger.timezone,
+                trigger.overlap,
+                trigger.catch_up,
+                trigger.max_catch_up,
+                trigger.enabled,
+            ),
+        )
+
+    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+        c = self._c
+        if isinstance(write, SetOutcome):
+            sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
+            c.execute(sql, (write.outcome, trigger_id, write.occurrence))
+        elif isinstance(write, SetRunId):
+            c.execute(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
+        elif isinstance(write, WriteFire):
+            if write.keep_run_id:
+                c.execute(
+                    _WRITE_FIRE_KEEP, (write.outcome, write.error, trigger_id, write.occurrence)
+                )
+            else:
+                c.execute(
+                    _WRITE_FIRE,
+                    (write.outcome, write.run_id, write.error, trigger_id, write.occurrence),
+                )
+        elif isinstance(write, ReleaseReservation):
+            c.execute(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
+        elif isinstance(write, ReplaceHolder):
+            c.execute(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
+        elif isinstance(write, AdvanceCursor):
+            c.execute(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
+        elif isinstance(write, SetPending):
+            c.execute(_SET_PENDING, (write.pending, trigger_id))
+        elif isinstance(write, ClearPendingIf):
+            c.execute(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
+        elif isinstance(write, Reserve):
+            c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
+        else:  # pragma: no cover - exhaustive
+            raise AssertionError(f"unknown write {write!r}")
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+        where: list[str] = []
+        params: list[object] = []
+        if query.trigger_id is not None:
+            where.append("trigger_id = ?")
+            params.append(query.trigger_id)
+        if query.run_id is not None:
+            where.append("run_id = ?")
+            params.append(query.run_id)
+        if query.outcome is not None:
+            where.append("outcome = ?")
+            params.append(query.outcome)
+        if query.cursor is not None:
+            where.append("(occurrence_at_ms < ? OR (occurrence_at_ms = ? AND trigger_id < ?))")
+            params.extend(
+                (query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id)
+            )
+        sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"
+        if fetch is not None:
+            sql += " LIMIT ?"
+            params.append(fetch)
+        return self._c.execute(sql, params).fetchall()
+
+    def prune(self, older_than: int) -> int:
+        return self._c.execute(_PRUNE, (older_than,)).rowcount
+
+    def heartbeat(self, host: str, at: int) -> None:
+        self._c.execute(_HEARTBEAT, (host, at))
+
+    def last_heartbeat(self) -> tuple[object, object] | None:
+        row: tuple[object, object] | None = self._c.execute(_LAST_HEARTBEAT).fetchone()
+        return row
+
+
+# Driver failures: sqlite3's own errors, plus the binding errors it raises as ValueError
+# (text it cannot encode) or OverflowError (an integer beyond 64 bits).
+_DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
+
+
+class SqliteTriggerStore(EngineStore):
+    """A :class:`TriggerStore` on an open :class:`SqliteDatabase`.
+
+    Most code uses :func:`open_sqlite_trigger_store`. Construct this class directly to share
+    one database (one file, one writer connection) with another component such as the run
+    store: ``store = await SqliteTriggerStore.open(database, clock=clock)`` migrates and
+    returns the store; the database stays owned (and closed) by the caller.
+    """
+
+    def __init__(self, database: SqliteDatabase, *, clock: WallClock | None = None) -> None:
+        self._database = database
+        self._clock = clock if clock is not None else SystemWallClock()
+
+    @property
+    def database(self) -> SqliteDatabase:
+        return self._database
+
+    @property
+    def clock(self) -> WallClock:
+        return self._clock
+
+    @classmethod
+    async def open(
+        cls, database: SqliteDatabase, *, clock: WallClock | None = None
+    ) -> SqliteTriggerStore:
+        """Apply the trigger migrations to ``database`` and return a store on it."""
+        store = cls(database, clock=clock)
+        await store.migrate()
+        return store
+
+    async def migrate(self) -> builtins.list[str]:
+        """Apply the migrations this database lacks (idempotent); answer the names applied.
+
+        A migration that cannot be applied, or a database written by a newer version (an
+        ``NNNN_`` name this version does not know), raises ``store``,
+        ``could not run trigger migrations`` with the reason as ``__cause__``.
+        """
+        try:
+            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=is_trigger_migration)
+        except MigrationError as exc:
+            raise TriggerError("store", "could not run trigger migrations") from exc
+        except sqlite3.Error as exc:
+            raise TriggerError("store", "could not run trigger migrations") from exc
+
+    async def _run(
+        self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
+    ) -> T:
+        at = self._clock.now_ms() if now else 0
+        try:
+            return await self._database.transaction(
+                lambda connection: body(_SqliteTx(connection), at),
+                write=method not in READ_ONLY_METHODS,
+            )
+        except TriggerError:
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise failure_for(method) from exc
+
+    def __repr__(self) -> str:
+        return f"SqliteTriggerStore(path={self._database.path!r}, clock={self._clock!r})"
+
+
+@contextlib.asynccontextmanager
+async def open_sqlite_trigger_store(
+    path: str,
+    *,
+    clock: WallClock | None = None,
+    executor: Executor | None = None,
+    synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "NORMAL",
+    busy_wait: float = BUSY_WAIT_S,
+) -> AsyncIterator[SqliteTriggerStore]:
+    """Open (creating and migrating) the SQLite trigger store at ``path``; close it on exit.
+
+    ``":memory:"`` gives a private in-memory database. ``executor`` defaults to the inline
+    executor (deterministic under ``MockClock``); pass a ``ThreadExecutor`` to run statements
+    in a worker thread. ``synchronous`` is SQLite's durability level (``NORMAL`` by default,
+    see the store docs for what a power loss can cost); ``busy_wait`` bounds the Trio time one
+    call waits for another connection's write lock.
+    """
+    try:
+        database = await SqliteDatabase.open(
+            path, executor=executor, synchronous=synchronous, busy_wait=busy_wait
+        )
+    except sqlite3.Error as exc:
+        raise TriggerError("store", "could not run trigger migrations") from exc
+    try:
+        store = await SqliteTriggerStore.open(database, clock=clock)
+        yield store
+    finally:
+        await database.aclose()
