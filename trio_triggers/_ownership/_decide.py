@@ -1,0 +1,420 @@
+"""The pure decision of every run-store operation (``ownership.md`` §7, §10). No I/O.
+
+Each ``decide_*`` takes the row as it was read inside the operation's serialized unit (or
+``None`` when there is no row) and the already validated inputs, and returns a
+:class:`Decision`: the outcome and, when the operation writes, the complete new row. A store
+only reads the row, calls the decision and writes ``decision.row`` (the columns that differ)
+in the same transaction. Because the memory, SQLite and PostgreSQL stores share these
+functions, their outcomes cannot drift apart.
+
+``stale_after_ms`` is :data:`HEARTBEAT_STALE_AFTER_MS` unless a store was built with another
+value for tests; staleness is strict everywhere: ``h`` is stale at ``now`` iff
+``h < now - stale_after_ms``.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import msgspec
+
+from ._liveness import LivenessEvidence, matches_evidence
+from ._models import (
+    CLAIMABLE_STATUSES,
+    TERMINAL_STATUSES,
+    Abandoned,
+    Activated,
+    AlreadyClaimed,
+    AlreadyRequested,
+    CancelAcknowledgement,
+    CancelRequested,
+    ClaimChanged,
+    Claimed,
+    ClaimFresh,
+    ClaimLost,
+    Created,
+    EvidenceRequired,
+    Existing,
+    FenceLost,
+    GuardFailed,
+    HeartbeatFresh,
+    LivenessUnconfirmed,
+    NotFound,
+    Recovered,
+    RunRow,
+    RunSnapshot,
+    RunStatus,
+    SnapshotChanged,
+    Terminal,
+    Transitioned,
+    TransitionGuard,
+    Updated,
+)
+from ._owner import OwnerId
+
+__all__ = [
+    "Decision",
+    "claimed_by",
+    "classify",
+    "decide_abandon_claim",
+    "decide_acknowledge_cancel",
+    "decide_activate",
+    "decide_claim",
+    "decide_claim_and_own",
+    "decide_create",
+    "decide_heartbeat",
+    "decide_recover_claim",
+    "decide_request_cancel",
+    "decide_steal",
+    "decide_transition_owned",
+    "is_claimable",
+    "matches",
+    "owned_by",
+    "recover_admitted",
+    "steal_admitted",
+]
+
+OutcomeT = TypeVar("OutcomeT")
+
+_replace = msgspec.structs.replace
+
+
+class Decision(Generic[OutcomeT]):
+    """An outcome and the new row to write (``None``: write nothing)."""
+
+    __slots__ = ("outcome", "row")
+
+    def __init__(self, outcome: OutcomeT, row: RunRow | None = None) -> None:
+        self.outcome = outcome
+        self.row = row
+
+    def __repr__(self) -> str:
+        return f"Decision({self.outcome!r}, row={self.row!r})"
+
+
+# --- predicates (§10.2) ---------------------------------------------------------------------
+
+
+def matches(row: RunRow, expected: RunSnapshot) -> bool:
+    """Status, the three owner columns and the stamp equal (``NULL`` equal to ``NULL``)."""
+    return (
+        row.status == expected.status
+        and row.owner == expected.owner
+        and row.heartbeat_at_ms == expected.heartbeat_at_ms
+    )
+
+
+def owned_by(row: RunRow, owner: OwnerId) -> bool:
+    return row.status == "running" and row.owner == owner
+
+
+def claimed_by(row: RunRow, claimant: OwnerId, claimed_at_ms: int) -> bool:
+    return row.claim == claimant and row.claimed_at_ms == claimed_at_ms
+
+
+def _fresh(row: RunRow, now_ms: int, stale_after_ms: int) -> bool:
+    return (
+        row.status == "running"
+        and row.heartbeat_at_ms is not None
+        and row.heartbeat_at_ms >= now_ms - stale_after_ms
+    )
+
+
+def classify(
+    row: RunRow | None, now_ms: int, stale_after_ms: int
+) -> NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged:
+    """The loss classification of ``claim``, ``claim_and_own`` and ``steal`` (§10.2)."""
+    if row is None:
+        return NotFound()
+    if row.claim is not None:
+        return AlreadyClaimed()
+    if _fresh(row, now_ms, stale_after_ms):
+        return HeartbeatFresh()
+    return SnapshotChanged()
+
+
+def is_claimable(row: RunRow, now_ms: int, stale_after_ms: int) -> bool:
+    """Whether some operation could take the run now (used by ``find_claimable``).
+
+    True for an unclaimed ``pending``/``suspended`` row, an unclaimed ``running`` row with a
+    stale stamp, and any row whose claim is stale (``recover_claim`` can clear it).
+    """
+    if row.claim is not None:
+        assert row.claimed_at_ms is not None
+        return row.claimed_at_ms < now_ms - stale_after_ms
+    if row.status in CLAIMABLE_STATUSES:
+        return True
+    return row.status == "running" and not _fresh(row, now_ms, stale_after_ms)
+
+
+def _without_claim(row: RunRow) -> RunRow:
+    return _replace(row, claim=None, claimed_at_ms=None)
+
+
+# --- operations -----------------------------------------------------------------------------
+
+
+def decide_create(
+    by_key: RunRow | None,
+    id_taken: bool,
+    *,
+    run_id: str,
+    state_json: str,
+    flow_id: str | None,
+    input_json: str | None,
+    idempotency_key: str | None,
+    created_at_ms: int,
+) -> Decision[Created | Existing] | None:
+    """``Existing`` for a known key; ``None`` when ``run_id`` is taken (a constraint)."""
+    if by_key is not None:
+        return Decision(Existing(row=by_key))
+    if id_taken:
+        return None
+    row = RunRow(
+        run_id=run_id,
+        status="pending",
+        created_at_ms=created_at_ms,
+        state_json=state_json,
+        flow_id=flow_id,
+        input_json=input_json,
+        idempotency_key=idempotency_key,
+    )
+    return Decision(Created(row=row), row)
+
+
+def decide_claim(
+    row: RunRow | None,
+    expected: RunSnapshot,
+    claimant: OwnerId,
+    now_ms: int,
+    stale_after_ms: int,
+) -> Decision[Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged]:
+    if (
+        row is not None
+        and row.status in CLAIMABLE_STATUSES
+        and matches(row, expected)
+        and row.claim is None
+    ):
+        return Decision(
+            Claimed(claimed_at_ms=now_ms), _replace(row, claim=claimant, claimed_at_ms=now_ms)
+        )
+    return Decision(classify(row, now_ms, stale_after_ms))
+
+
+def decide_activate(
+    row: RunRow | None,
+    claimant: OwnerId,
+    claimed_at_ms: int,
+    expected: RunSnapshot,
+    activated_at_ms: int,
+) -> Decision[Activated | ClaimLost | SnapshotChanged]:
+    if row is None or not claimed_by(row, claimant, claimed_at_ms):
+        return Decision(ClaimLost())
+    if not matches(row, expected):
+        return Decision(SnapshotChanged(), _without_claim(row))
+    started = row.started_at_ms if row.started_at_ms is not None else activated_at_ms
+    return Decision(
+        Activated(),
+        _replace(
+            row,
+            status="running",
+            started_at_ms=started,
+            finished_at_ms=None,
+            owner=claimant,
+            heartbeat_at_ms=activated_at_ms,
+            claim=None,
+            claimed_at_ms=None,
+        ),
+    )
+
+
+def decide_abandon_claim(
+    row: RunRow | None, claimant: OwnerId, claimed_at_ms: int
+) -> Decision[Abandoned | ClaimLost]:
+    if row is None or not claimed_by(row, claimant, claimed_at_ms):
+        return Decision(ClaimLost())
+    return Decision(Abandoned(), _without_claim(row))
+
+
+def decide_claim_and_own(
+    row: RunRow | None,
+    expected: RunSnapshot,
+    owner: OwnerId,
+    now_ms: int,
+    evidence: LivenessEvidence | None,
+    stale_after_ms: int,
+) -> Decision[
+    Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+]:
+    if (
+        expected.status == "running"
+        and expected.owner != owner
+        and not matches_evidence(expected.owner, owner, now_ms, evidence)
+    ):
+        # Step 0, read only: a fresh lease reports itself; evidence cannot beat it.
+        loss = classify(row, now_ms, stale_after_ms)
+        if isinstance(loss, SnapshotChanged) and row is not None and matches(row, expected):
+            return Decision(EvidenceRequired())
+        return Decision(loss)
+    admissible = (
+        row is not None
+        and row.status in ("pending", "suspended", "running")
+        and matches(row, expected)
+        and row.claim is None
+        and not _fresh(row, now_ms, stale_after_ms)
+    )
+    if not admissible:
+        return Decision(classify(row, now_ms, stale_after_ms))
+    assert row is not None
+    started = row.started_at_ms if row.started_at_ms is not None else now_ms
+    return Decision(
+        Activated(),
+        _replace(
+            row,
+            status="running",
+            started_at_ms=started,
+            finished_at_ms=None,
+            owner=owner,
+            heartbeat_at_ms=now_ms,
+        ),
+    )
+
+
+def steal_admitted(expected: RunSnapshot, claimant: OwnerId, now_ms: int, evidence: object) -> bool:
+    """Step 1 of ``steal``, decided without reading the row."""
+    return isinstance(evidence, LivenessEvidence) and matches_evidence(
+        expected.owner, claimant, now_ms, evidence
+    )
+
+
+def decide_steal(
+    row: RunRow | None,
+    expected: RunSnapshot,
+    claimant: OwnerId,
+    now_ms: int,
+    evidence: LivenessEvidence,
+    stale_after_ms: int,
+) -> Decision[
+    Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
+]:
+    if not steal_admitted(expected, claimant, now_ms, evidence):
+        return Decision(LivenessUnconfirmed())
+    admissible = (
+        row is not None
+        and matches(row, expected)
+        and row.claim is None
+        and row.status == "running"
+        and not _fresh(row, now_ms, stale_after_ms)
+    )
+    if not admissible:
+        return Decision(classify(row, now_ms, stale_after_ms))
+    assert row is not None
+    return Decision(
+        Claimed(claimed_at_ms=now_ms), _replace(row, claim=claimant, claimed_at_ms=now_ms)
+    )
+
+
+def recover_admitted(
+    stale_claimant: OwnerId, observer: OwnerId, now_ms: int, evidence: LivenessEvidence
+) -> bool:
+    """Step 1 of ``recover_claim``, decided without reading the row."""
+    return matches_evidence(stale_claimant, observer, now_ms, evidence)
+
+
+def decide_recover_claim(
+    row: RunRow | None,
+    stale_claimant: OwnerId,
+    claimed_at_ms: int,
+    observer: OwnerId,
+    now_ms: int,
+    evidence: LivenessEvidence,
+    stale_after_ms: int,
+) -> Decision[Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed]:
+    if not recover_admitted(stale_claimant, observer, now_ms, evidence):
+        return Decision(LivenessUnconfirmed())
+    if row is None:
+        return Decision(NotFound())
+    if not claimed_by(row, stale_claimant, claimed_at_ms):
+        return Decision(ClaimChanged())
+    if claimed_at_ms >= now_ms - stale_after_ms:
+        return Decision(ClaimFresh())
+    return Decision(Recovered(), _without_claim(row))
+
+
+def decide_heartbeat(
+    row: RunRow | None, owner: OwnerId, now_ms: int, *, reconfirm: bool
+) -> Decision[Updated | FenceLost | NotFound]:
+    if row is None:
+        return Decision(NotFound())
+    if not owned_by(row, owner) or (reconfirm and row.claim is not None):
+        return Decision(FenceLost())
+    assert row.heartbeat_at_ms is not None
+    if now_ms <= row.heartbeat_at_ms:
+        return Decision(Updated())  # monotonic: a late pulse never moves the stamp back
+    return Decision(Updated(), _replace(row, heartbeat_at_ms=now_ms))
+
+
+def decide_transition_owned(
+    row: RunRow | None,
+    owner: OwnerId,
+    to_status: RunStatus,
+    *,
+    state_json: str | None,
+    result_json: str | None,
+    error: str | None,
+    guard: TransitionGuard | None,
+    transitioned_at_ms: int,
+) -> Decision[Transitioned | FenceLost | NotFound | GuardFailed]:
+    if row is None:
+        return Decision(NotFound())
+    if not owned_by(row, owner):
+        return Decision(FenceLost())
+    if guard is not None:
+        requested = row.cancel_requested_at_ms is not None
+        if (guard.cancel_requested == "absent" and requested) or (
+            guard.cancel_requested == "present" and not requested
+        ):
+            return Decision(GuardFailed())
+    new_state = state_json if state_json is not None else row.state_json
+    if to_status == "running":
+        if new_state == row.state_json:
+            return Decision(Transitioned())
+        return Decision(Transitioned(), _replace(row, state_json=new_state))
+    return Decision(
+        Transitioned(),
+        _replace(
+            row,
+            status=to_status,
+            finished_at_ms=transitioned_at_ms if to_status in TERMINAL_STATUSES else None,
+            owner=None,
+            heartbeat_at_ms=None,
+            claim=None,
+            claimed_at_ms=None,
+            state_json=new_state,
+            result_json=result_json if result_json is not None else row.result_json,
+            error=error if error is not None else row.error,
+        ),
+    )
+
+
+def decide_request_cancel(
+    row: RunRow | None, now_ms: int
+) -> Decision[CancelRequested | AlreadyRequested | Terminal | NotFound]:
+    if row is None:
+        return Decision(NotFound())
+    if row.status in TERMINAL_STATUSES:
+        return Decision(Terminal(status=row.status))
+    if row.cancel_requested_at_ms is not None:
+        return Decision(AlreadyRequested(requested_at_ms=row.cancel_requested_at_ms))
+    return Decision(
+        CancelRequested(requested_at_ms=now_ms), _replace(row, cancel_requested_at_ms=now_ms)
+    )
+
+
+def decide_acknowledge_cancel(row: RunRow | None, owner: OwnerId, now_ms: int) -> Decision[bool]:
+    if row is None or not owned_by(row, owner) or row.cancel_requested_at_ms is None:
+        return Decision(False)
+    if row.cancel_acknowledgement is not None:
+        return Decision(True)
+    ack = CancelAcknowledgement(observed_at_ms=now_ms, owner=owner)
+    return Decision(True, _replace(row, cancel_acknowledgement=ack))

@@ -1,0 +1,294 @@
+"""The owner's half of the lease: ``heartbeat_loop`` and ``hold_lease`` (``ownership.md`` §11-§12).
+
+Two tasks share one nursery: *pulses* renew the stamp every interval; the *deadline* watches the
+write tolerance independently, so a stalled write can never hide the expiry. Expiry is
+serialised by a lock and judged on a reading taken after the lock, so two overdue timers settle
+with one ``reconfirm``. The first task to end records its exception and cancels the nursery; the
+exception is raised bare after the nursery has closed (never an ``ExceptionGroup``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import NoReturn
+
+import trio
+
+from .._clock import SystemWallClock, WallClock
+from .._errors import LeaseLost, RunStoreError
+from ._models import FenceLost, NotFound, RunStore, Updated
+from ._owner import (
+    HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_WRITE_TOLERANCE_MS,
+    OwnerId,
+    check_owner,
+    durable_text_problem,
+    invalid,
+)
+
+__all__ = ["Lease", "heartbeat_loop", "hold_lease"]
+
+log = logging.getLogger("trio_triggers.ownership")
+
+Callback = Callable[[int], Awaitable[object]]
+
+_I = HEARTBEAT_INTERVAL_MS
+_T = HEARTBEAT_WRITE_TOLERANCE_MS
+
+
+class _State:
+    """The loop's mutable state, shared by the pulse and deadline tasks (and the Lease view)."""
+
+    __slots__ = ("ended", "expiry", "failing", "lapsed", "last_confirmed_ms")
+
+    def __init__(self, start_ms: int) -> None:
+        self.last_confirmed_ms = start_ms
+        self.failing = False
+        self.lapsed = False
+        self.expiry = trio.Lock()
+        self.ended: BaseException | None = None
+
+    def confirm(self, sent_ms: int) -> None:
+        self.last_confirmed_ms = max(self.last_confirmed_ms, sent_ms)
+        self.failing = False
+
+
+class Lease:
+    """A read-only view of a held lease (yielded by :func:`hold_lease`)."""
+
+    __slots__ = ("_owner", "_run_id", "_state")
+
+    def __init__(self, run_id: str, owner: OwnerId, state: _State) -> None:
+        self._run_id = run_id
+        self._owner = owner
+        self._state = state
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def owner(self) -> OwnerId:
+        return self._owner
+
+    @property
+    def last_confirmed_ms(self) -> int:
+        """The newest stamp the store confirmed (or the loop's start reading); never decreases."""
+        return self._state.last_confirmed_ms
+
+    def __repr__(self) -> str:
+        return f"Lease(run_id={self._run_id!r}, last_confirmed_ms={self.last_confirmed_ms})"
+
+
+def _only_cancelled(group: BaseExceptionGroup[BaseException]) -> trio.Cancelled | None:
+    """The first ``Cancelled`` of a group made only of ``Cancelled`` (else ``None``)."""
+    matched, rest = group.split(trio.Cancelled)
+    if rest is not None or matched is None:
+        return None
+    first: BaseException = matched
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, trio.Cancelled)
+    return first
+
+
+def _validate(method: str, run_id: object, owner: object) -> None:
+    problem = durable_text_problem(run_id, "run_id")
+    if problem is not None:
+        raise invalid(method, problem)
+    check_owner(method, owner, "owner")
+
+
+async def _loop(
+    state: _State,
+    run_store: RunStore,
+    run_id: str,
+    owner: OwnerId,
+    clock: WallClock,
+    on_reconfirm: Callback | None,
+    on_lapse: Callback | None,
+) -> NoReturn:
+    async def expire() -> None:
+        async with state.expiry:
+            if state.lapsed:
+                return  # another expiry already ended the loop: never a second reconfirm
+            now = clock.now_ms()  # a fresh reading, taken after the lock
+            if now - state.last_confirmed_ms < _T:
+                return  # the other path already renewed
+            unconfirmed = now - state.last_confirmed_ms
+            renewed = False
+            cause: BaseException | None = None
+            outcome: object = None
+            with trio.move_on_after(_I / 1000):
+                try:
+                    outcome = await run_store.reconfirm(run_id, owner, now)
+                except Exception as exc:  # a store error or a defect: not renewed
+                    cause = exc
+            if isinstance(outcome, Updated):
+                state.confirm(now)
+                left = state.last_confirmed_ms + _T - clock.now_ms()
+                if left > 0:  # a result that arrives too late is not fresh evidence
+                    if on_reconfirm is None:
+                        renewed = True
+                    else:
+                        with trio.move_on_after(left / 1000):
+                            try:
+                                await on_reconfirm(unconfirmed)
+                                renewed = True
+                            except Exception as exc:
+                                cause = exc
+            if renewed:
+                return
+            log.warning(
+                "run lease lapsed; interrupting owned work",
+                extra={"run_id": run_id, "unconfirmed_ms": unconfirmed},
+            )
+            state.lapsed = True
+            if on_lapse is not None:
+                try:
+                    await on_lapse(unconfirmed)
+                except Exception:
+                    log.error(
+                        "run lease lapse callback failed", extra={"run_id": run_id}, exc_info=True
+                    )
+            raise LeaseLost(run_id, reason="lapsed", unconfirmed_ms=unconfirmed) from cause
+
+    async def pulses() -> None:
+        while True:
+            await trio.sleep(_I / 1000)
+            now = clock.now_ms()
+            if now - state.last_confirmed_ms >= _T:
+                await expire()
+                continue
+            try:
+                outcome = await run_store.heartbeat(run_id, owner, now)
+            except RunStoreError as exc:
+                if not state.failing:
+                    log.warning(
+                        "run heartbeat write failed", extra={"run_id": run_id, "code": exc.code}
+                    )
+                    state.failing = True
+                continue
+            if isinstance(outcome, Updated):
+                state.confirm(now)
+            elif isinstance(outcome, FenceLost):
+                raise LeaseLost(run_id, reason="fence_lost")
+            elif isinstance(outcome, NotFound):
+                raise LeaseLost(run_id, reason="not_found")
+            else:
+                raise TypeError(f"heartbeat returned {type(outcome).__name__}, not an outcome")
+
+    async def deadline() -> None:
+        while True:
+            if state.lapsed:
+                await trio.sleep_forever()  # the lapsing expiry is about to end the loop
+            remaining = state.last_confirmed_ms + _T - clock.now_ms()
+            if remaining <= 0:
+                await expire()
+                continue
+            await trio.sleep(min(remaining, _I) / 1000)
+
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def run(task: Callable[[], Awaitable[None]]) -> None:
+                try:
+                    await task()
+                except Exception as exc:  # LeaseLost or a defect; Cancelled passes through
+                    if state.ended is None:
+                        state.ended = exc
+                    nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run, pulses)
+            nursery.start_soon(run, deadline)
+    except BaseExceptionGroup as group:
+        cancelled = _only_cancelled(group)
+        if cancelled is not None:
+            raise cancelled from None
+        raise
+    ended = state.ended
+    if ended is None:  # pragma: no cover - the tasks only end by recording an exception
+        raise RuntimeError("heartbeat_loop ended without a reason")
+    raise ended
+
+
+async def heartbeat_loop(
+    run_store: RunStore,
+    run_id: str,
+    owner: OwnerId,
+    *,
+    clock: WallClock | None = None,
+    on_reconfirm: Callback | None = None,
+    on_lapse: Callback | None = None,
+) -> NoReturn:
+    """Hold ``owner``'s lease on ``run_id`` until it is lost; then raise :class:`LeaseLost`.
+
+    Pulses every :data:`HEARTBEAT_INTERVAL_MS`; tolerates store errors for
+    :data:`HEARTBEAT_WRITE_TOLERANCE_MS`, then makes one bounded ``reconfirm`` and lapses if it
+    does not renew. A lost fence ends the loop at once. Pass the clock the store uses.
+    """
+    _validate("heartbeat_loop", run_id, owner)
+    chosen = clock if clock is not None else SystemWallClock()
+    state = _State(chosen.now_ms())
+    await _loop(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse)
+
+
+@asynccontextmanager
+async def hold_lease(
+    run_store: RunStore,
+    run_id: str,
+    owner: OwnerId,
+    *,
+    clock: WallClock | None = None,
+    on_reconfirm: Callback | None = None,
+    on_lapse: Callback | None = None,
+) -> AsyncIterator[Lease]:
+    """Run :func:`heartbeat_loop` beside the body; cancel the body when ownership goes.
+
+    Raises :class:`LeaseLost` (the body's own exception, if any, as ``__context__``) once the
+    loop has ended; otherwise a body exception propagates as itself. Never an
+    ``ExceptionGroup``.
+    """
+    _validate("hold_lease", run_id, owner)
+    chosen = clock if clock is not None else SystemWallClock()
+    state = _State(chosen.now_ms())
+    lease = Lease(run_id, owner, state)
+    loop_exc: BaseException | None = None
+    body_exc: BaseException | None = None
+    outer: BaseException | None = None
+    body_scope = trio.CancelScope()
+
+    async def supervisor() -> None:
+        nonlocal loop_exc
+        try:
+            await _loop(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse)
+        except Exception as exc:
+            loop_exc = exc
+            body_scope.cancel()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(supervisor)
+            with body_scope:
+                try:
+                    yield lease
+                except BaseException as exc:
+                    body_exc = exc
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        cancelled = _only_cancelled(group)
+        if cancelled is None:  # pragma: no cover - the supervisor never lets an error out
+            raise
+        outer = cancelled
+    except trio.Cancelled as exc:
+        outer = exc
+    if loop_exc is not None:
+        if body_exc is not None and not isinstance(body_exc, trio.Cancelled):
+            loop_exc.__context__ = body_exc
+        raise loop_exc
+    if body_exc is not None:
+        raise body_exc
+    if outer is not None:
+        raise outer

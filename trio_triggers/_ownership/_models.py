@@ -1,0 +1,300 @@
+"""Run rows, snapshots, outcomes and the :class:`RunStore` protocol (``ownership.md`` §6, §10)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import msgspec
+
+from ._owner import OwnerId
+
+if TYPE_CHECKING:
+    from ._liveness import LivenessEvidence
+
+__all__ = [
+    "CLAIMABLE_STATUSES",
+    "RUN_STATUSES",
+    "TERMINAL_STATUSES",
+    "Abandoned",
+    "Activated",
+    "AlreadyClaimed",
+    "AlreadyRequested",
+    "CancelAcknowledgement",
+    "CancelRequested",
+    "ClaimChanged",
+    "ClaimFresh",
+    "ClaimLost",
+    "Claimed",
+    "Created",
+    "EvidenceRequired",
+    "Existing",
+    "FenceLost",
+    "GuardFailed",
+    "HeartbeatFresh",
+    "LivenessUnconfirmed",
+    "NotFound",
+    "Recovered",
+    "RunRow",
+    "RunSnapshot",
+    "RunStatus",
+    "RunStore",
+    "SnapshotChanged",
+    "Terminal",
+    "TransitionGuard",
+    "Transitioned",
+    "Updated",
+]
+
+RunStatus = Literal["pending", "running", "suspended", "completed", "failed", "cancelled"]
+RUN_STATUSES: frozenset[str] = frozenset(
+    ("pending", "running", "suspended", "completed", "failed", "cancelled")
+)
+TERMINAL_STATUSES: frozenset[str] = frozenset(("completed", "failed", "cancelled"))
+CLAIMABLE_STATUSES: frozenset[str] = frozenset(("pending", "suspended"))
+
+
+class CancelAcknowledgement(msgspec.Struct, frozen=True, kw_only=True):
+    """The owner's record that it saw a cancellation request (first writer wins)."""
+
+    observed_at_ms: int
+    owner: OwnerId
+
+
+class RunSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The compare-and-swap key: the three persisted fields a claim and activation guard."""
+
+    status: RunStatus
+    owner: OwnerId | None
+    heartbeat_at_ms: int | None
+
+
+class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One decoded row of ``tt_runs``: the run, its lease and its claim."""
+
+    run_id: str
+    status: RunStatus
+    created_at_ms: int
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    owner: OwnerId | None = None
+    heartbeat_at_ms: int | None = None
+    claim: OwnerId | None = None
+    claimed_at_ms: int | None = None
+    cancel_requested_at_ms: int | None = None
+    cancel_acknowledgement: CancelAcknowledgement | None = None
+    state_json: str
+    # our additions for the local runner
+    flow_id: str | None = None
+    input_json: str | None = None
+    result_json: str | None = None
+    error: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def snapshot(self) -> RunSnapshot:
+        """This row's :class:`RunSnapshot` (status, owner, heartbeat stamp)."""
+        return RunSnapshot(
+            status=self.status, owner=self.owner, heartbeat_at_ms=self.heartbeat_at_ms
+        )
+
+
+class TransitionGuard(msgspec.Struct, frozen=True, kw_only=True):
+    """A condition on the cancellation request that ``transition_owned`` must find."""
+
+    cancel_requested: Literal["absent", "present"] | None = None
+
+
+# --- outcomes -----------------------------------------------------------------------------
+
+
+class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    pass
+
+
+class NotFound(_Outcome, frozen=True, kw_only=True):
+    """No run with that id."""
+
+
+class AlreadyClaimed(_Outcome, frozen=True, kw_only=True):
+    """Someone holds a claim on the run."""
+
+
+class HeartbeatFresh(_Outcome, frozen=True, kw_only=True):
+    """The run is owned and its heartbeat is fresh: nobody may take it."""
+
+
+class SnapshotChanged(_Outcome, frozen=True, kw_only=True):
+    """The row no longer matches the caller's snapshot."""
+
+
+class Activated(_Outcome, frozen=True, kw_only=True):
+    """The caller (or the owner it named) now owns the run."""
+
+
+class ClaimLost(_Outcome, frozen=True, kw_only=True):
+    """The presented grant is not the row's claim (another, spent, or none)."""
+
+
+class Abandoned(_Outcome, frozen=True, kw_only=True):
+    """The caller's claim was given back."""
+
+
+class EvidenceRequired(_Outcome, frozen=True, kw_only=True):
+    """Taking over another owner's stale run needs matching liveness evidence."""
+
+
+class LivenessUnconfirmed(_Outcome, frozen=True, kw_only=True):
+    """The evidence does not match (owner, instant or host relation)."""
+
+
+class Recovered(_Outcome, frozen=True, kw_only=True):
+    """The stale claim was cleared; the run is claimable again."""
+
+
+class ClaimFresh(_Outcome, frozen=True, kw_only=True):
+    """The claim is not stale yet."""
+
+
+class ClaimChanged(_Outcome, frozen=True, kw_only=True):
+    """The row does not carry that claim any more."""
+
+
+class Updated(_Outcome, frozen=True, kw_only=True):
+    """The heartbeat stamp was renewed (it never moves backwards)."""
+
+
+class FenceLost(_Outcome, frozen=True, kw_only=True):
+    """The caller does not own the run (or, for ``reconfirm``, a claim is pending)."""
+
+
+class Transitioned(_Outcome, frozen=True, kw_only=True):
+    """The owned transition committed."""
+
+
+class GuardFailed(_Outcome, frozen=True, kw_only=True):
+    """The transition guard did not hold."""
+
+
+class Claimed(_Outcome, frozen=True, kw_only=True):
+    """A claim was granted; ``claimed_at_ms`` is the activation token."""
+
+    claimed_at_ms: int
+
+
+class CancelRequested(_Outcome, frozen=True, kw_only=True):
+    """The cancellation request was recorded."""
+
+    requested_at_ms: int
+
+
+class AlreadyRequested(_Outcome, frozen=True, kw_only=True):
+    """An earlier request exists (the first writer wins)."""
+
+    requested_at_ms: int
+
+
+class Terminal(_Outcome, frozen=True, kw_only=True):
+    """The run has ended; nothing was recorded."""
+
+    status: RunStatus
+
+
+class Created(_Outcome, frozen=True, kw_only=True):
+    """A new row was inserted."""
+
+    row: RunRow
+
+
+class Existing(_Outcome, frozen=True, kw_only=True):
+    """A row with that idempotency key already exists; nothing was written."""
+
+    row: RunRow
+
+
+Snapshotish = RunSnapshot | RunRow
+
+
+class RunStore(Protocol):
+    """The durable run rows and their leases (``ownership.md`` §10). Every method is async."""
+
+    async def create(
+        self,
+        run_id: str,
+        state_json: str,
+        *,
+        flow_id: str | None = None,
+        input_json: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created | Existing: ...
+
+    async def get(self, run_id: str) -> RunRow: ...
+
+    async def claim(
+        self, run_id: str, expected: Snapshotish, claimant: OwnerId, now_ms: int
+    ) -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged: ...
+
+    async def activate(
+        self, run_id: str, claimant: OwnerId, claimed_at_ms: int, expected: Snapshotish
+    ) -> Activated | ClaimLost | SnapshotChanged: ...
+
+    async def abandon_claim(
+        self, run_id: str, claimant: OwnerId, claimed_at_ms: int
+    ) -> Abandoned | ClaimLost: ...
+
+    async def claim_and_own(
+        self,
+        run_id: str,
+        expected: Snapshotish,
+        owner: OwnerId,
+        now_ms: int,
+        evidence: LivenessEvidence | None = None,
+    ) -> (
+        Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+    ): ...
+
+    async def steal(
+        self,
+        run_id: str,
+        expected: Snapshotish,
+        claimant: OwnerId,
+        now_ms: int,
+        evidence: LivenessEvidence,
+    ) -> (
+        Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
+    ): ...
+
+    async def recover_claim(
+        self,
+        run_id: str,
+        stale_claimant: OwnerId,
+        claimed_at_ms: int,
+        observer: OwnerId,
+        now_ms: int,
+        evidence: LivenessEvidence,
+    ) -> Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed: ...
+
+    async def heartbeat(
+        self, run_id: str, owner: OwnerId, now_ms: int
+    ) -> Updated | FenceLost | NotFound: ...
+
+    async def reconfirm(
+        self, run_id: str, owner: OwnerId, now_ms: int
+    ) -> Updated | FenceLost | NotFound: ...
+
+    async def transition_owned(
+        self,
+        run_id: str,
+        owner: OwnerId,
+        to_status: RunStatus,
+        *,
+        state_json: str | None = None,
+        result_json: str | None = None,
+        error: str | None = None,
+        guard: TransitionGuard | None = None,
+    ) -> Transitioned | FenceLost | NotFound | GuardFailed: ...
+
+    async def request_cancel(
+        self, run_id: str, now_ms: int
+    ) -> CancelRequested | AlreadyRequested | Terminal | NotFound: ...
+
+    async def acknowledge_cancel(self, run_id: str, owner: OwnerId, now_ms: int) -> bool: ...

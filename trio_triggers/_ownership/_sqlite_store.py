@@ -1,0 +1,330 @@
+"""The SQLite run store: ``tt_runs`` on the shared :class:`~trio_triggers._sqlite.SqliteDatabase`.
+
+Every operation is one ``BEGIN IMMEDIATE`` transaction on the database's single writer
+connection: the row is read, the shared pure decision (:mod:`._decide`) runs, and the changed
+columns are written before ``COMMIT``. SQLite serialises writers across connections and
+processes, so nothing can commit to the row between the read and the write (``ownership.md``
+§1.5). Lock waits are Trio sleeps (``busy_timeout`` 0), so a cancelled call returns promptly.
+
+The store can own its database (``open_sqlite_run_store(path)``) or be opened on a database that
+is already open (``open_sqlite_run_store(database)``), for example the one the SQLite trigger
+store uses: both stores then share one file and one writer connection. The migrations of this
+store are named ``runs_*`` and never collide with the trigger store's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from .._clock import WallClock
+from .._errors import RunStoreError
+from .._executor import Executor
+from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase, Synchronous
+from ._base import RunStoreBase
+from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
+from ._decide import Decision
+from ._models import Created, Existing, RunRow
+from ._owner import HEARTBEAT_STALE_AFTER_MS
+
+__all__ = ["RUN_MIGRATIONS", "SqliteRunStore", "open_sqlite_run_store", "owns_run_migration"]
+
+OutcomeT = TypeVar("OutcomeT")
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS tt_runs (
+    run_id                      TEXT    NOT NULL PRIMARY KEY,
+    status                      TEXT    NOT NULL,
+    created_at_ms               INTEGER NOT NULL,
+    started_at_ms               INTEGER,
+    finished_at_ms              INTEGER,
+    owner_host_id               TEXT,
+    owner_pid                   INTEGER,
+    owner_nonce                 TEXT,
+    heartbeat_at_ms             INTEGER,
+    claim_host_id               TEXT,
+    claim_pid                   INTEGER,
+    claim_nonce                 TEXT,
+    claimed_at_ms               INTEGER,
+    cancel_requested_at_ms      INTEGER,
+    cancel_acknowledgement_json TEXT,
+    state_json                  TEXT    NOT NULL,
+    flow_id                     TEXT,
+    input_json                  TEXT,
+    result_json                 TEXT,
+    error                       TEXT,
+    idempotency_key             TEXT    UNIQUE,
+
+    CONSTRAINT tt_runs_run_id CHECK (length(run_id) > 0),
+    CONSTRAINT tt_runs_status CHECK (status IN
+        ('pending', 'running', 'suspended', 'completed', 'failed', 'cancelled')),
+    CONSTRAINT tt_runs_created_at CHECK (typeof(created_at_ms) = 'integer'
+        AND created_at_ms BETWEEN 0 AND 9007199254740991),
+    CONSTRAINT tt_runs_started_at CHECK (started_at_ms IS NULL
+        OR (typeof(started_at_ms) = 'integer' AND started_at_ms BETWEEN 0 AND 9007199254740991)),
+    CONSTRAINT tt_runs_finished_at CHECK (finished_at_ms IS NULL
+        OR (typeof(finished_at_ms) = 'integer' AND finished_at_ms BETWEEN 0 AND 9007199254740991)),
+    CONSTRAINT tt_runs_heartbeat_at CHECK (heartbeat_at_ms IS NULL
+        OR (typeof(heartbeat_at_ms) = 'integer'
+            AND heartbeat_at_ms BETWEEN 0 AND 9007199254740991)),
+    CONSTRAINT tt_runs_claimed_at CHECK (claimed_at_ms IS NULL
+        OR (typeof(claimed_at_ms) = 'integer' AND claimed_at_ms BETWEEN 0 AND 9007199254740991)),
+    CONSTRAINT tt_runs_cancel_requested_at CHECK (cancel_requested_at_ms IS NULL
+        OR (typeof(cancel_requested_at_ms) = 'integer'
+            AND cancel_requested_at_ms BETWEEN 0 AND 9007199254740991)),
+    CONSTRAINT tt_runs_owner CHECK (
+        (status = 'running'
+            AND owner_host_id IS NOT NULL AND length(owner_host_id) > 0
+            AND typeof(owner_pid) = 'integer' AND owner_pid BETWEEN 0 AND 9007199254740991
+            AND owner_nonce IS NOT NULL AND length(owner_nonce) > 0
+            AND heartbeat_at_ms IS NOT NULL)
+        OR
+        (status <> 'running'
+            AND owner_host_id IS NULL AND owner_pid IS NULL AND owner_nonce IS NULL
+            AND heartbeat_at_ms IS NULL)),
+    CONSTRAINT tt_runs_claim CHECK (
+        (claim_host_id IS NULL AND claim_pid IS NULL AND claim_nonce IS NULL
+            AND claimed_at_ms IS NULL)
+        OR
+        (claim_host_id IS NOT NULL AND length(claim_host_id) > 0
+            AND typeof(claim_pid) = 'integer' AND claim_pid BETWEEN 0 AND 9007199254740991
+            AND claim_nonce IS NOT NULL AND length(claim_nonce) > 0
+            AND claimed_at_ms IS NOT NULL
+            AND status IN ('pending', 'suspended', 'running'))),
+    CONSTRAINT tt_runs_finished CHECK (
+        (finished_at_ms IS NOT NULL) = (status IN ('completed', 'failed', 'cancelled'))),
+    CONSTRAINT tt_runs_started CHECK ((started_at_ms IS NULL) = (status = 'pending')),
+    CONSTRAINT tt_runs_state_json CHECK (json_valid(state_json)),
+    CONSTRAINT tt_runs_cancel_ack CHECK (cancel_acknowledgement_json IS NULL
+        OR (cancel_requested_at_ms IS NOT NULL AND json_valid(cancel_acknowledgement_json))),
+    CONSTRAINT tt_runs_flow_id CHECK (flow_id IS NULL OR length(flow_id) > 0),
+    CONSTRAINT tt_runs_input_json CHECK (input_json IS NULL OR json_valid(input_json)),
+    CONSTRAINT tt_runs_result_json CHECK (result_json IS NULL
+        OR (status = 'completed' AND json_valid(result_json))),
+    CONSTRAINT tt_runs_error CHECK (error IS NULL OR status IN ('failed', 'cancelled')),
+    CONSTRAINT tt_runs_idempotency_key CHECK (idempotency_key IS NULL
+        OR length(idempotency_key) > 0)
+)
+"""
+
+RUN_MIGRATIONS: list[Migration] = [
+    (
+        "runs_0001_tt_runs",
+        [
+            _DDL,
+            "CREATE INDEX IF NOT EXISTS tt_runs_cancel_requested ON tt_runs "
+            "(cancel_requested_at_ms) WHERE cancel_requested_at_ms IS NOT NULL",
+            # Our own index for list_runs / find_claimable (allowed by §8).
+            "CREATE INDEX IF NOT EXISTS tt_runs_status_created ON tt_runs "
+            "(status, created_at_ms, run_id)",
+        ],
+    ),
+]
+
+
+def owns_run_migration(name: str) -> bool:
+    """The run store's migrations are the names starting with ``runs_``."""
+    return name.startswith("runs_")
+
+
+_SELECT_ONE = f"SELECT {SELECT_LIST} FROM tt_runs WHERE run_id = ?"
+_SELECT_KEY = f"SELECT {SELECT_LIST} FROM tt_runs WHERE idempotency_key = ?"
+_INSERT = f"INSERT INTO tt_runs ({SELECT_LIST}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+
+
+def _driver_error(method: str, exc: BaseException) -> RunStoreError:
+    """``constraint`` for an integrity error anywhere in the chain (8 levels), else
+    ``persistence_failed``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, sqlite3.IntegrityError):
+            return RunStoreError("constraint", method, "a database constraint was violated")
+        seen = seen.__cause__ or seen.__context__
+    return RunStoreError(
+        "persistence_failed", method, f"the database failed ({type(exc).__name__})"
+    )
+
+
+def _write(conn: sqlite3.Connection, old: RunRow | None, new: RunRow) -> None:
+    values = row_columns(new)
+    if old is None:
+        conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+        return
+    before = row_columns(old)
+    changed = [c for c in COLUMNS if values[c] != before[c]]
+    if not changed:
+        return
+    assignments = ", ".join(f"{c} = ?" for c in changed)
+    cursor = conn.execute(
+        f"UPDATE tt_runs SET {assignments} WHERE run_id = ?",
+        (*(values[c] for c in changed), new.run_id),
+    )
+    if cursor.rowcount != 1:
+        raise sqlite3.OperationalError("the row disappeared inside its transaction")
+
+
+class SqliteRunStore(RunStoreBase):
+    """The SQLite :class:`~trio_triggers.RunStore`. Build it with :func:`open_sqlite_run_store`.
+
+    ``SqliteRunStore(database, clock=...)`` on an already open and migrated
+    :class:`~trio_triggers._sqlite.SqliteDatabase` is also fine; call :meth:`migrate` once.
+    The store never closes a database it was given.
+    """
+
+    def __init__(
+        self,
+        database: SqliteDatabase,
+        *,
+        clock: WallClock | None = None,
+        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+    ) -> None:
+        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
+        self._db = database
+
+    @property
+    def database(self) -> SqliteDatabase:
+        return self._db
+
+    async def migrate(self) -> list[str]:
+        """Create ``tt_runs`` if needed; returns the migration names applied now."""
+        try:
+            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
+        except MigrationError as exc:
+            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+
+    async def _run(
+        self, method: str, fn: Callable[[sqlite3.Connection], OutcomeT], *, write: bool
+    ) -> OutcomeT:
+        try:
+            return await self._db.transaction(fn, write=write)
+        except RunStoreError:
+            raise
+        except sqlite3.Error as exc:
+            raise _driver_error(method, exc) from exc
+
+    async def _atomic(
+        self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
+    ) -> OutcomeT:
+        def txn(conn: sqlite3.Connection) -> OutcomeT:
+            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            row = None if found is None else decode_row(found, method)
+            decision = decide(row)
+            if decision.row is not None:
+                _write(conn, row, decision.row)
+            return decision.outcome
+
+        return await self._run(method, txn, write=True)
+
+    async def _create(
+        self,
+        run_id: str,
+        idempotency_key: str | None,
+        decide: Callable[[RunRow | None, bool], Decision[Created | Existing] | None],
+    ) -> Created | Existing:
+        def by_key(conn: sqlite3.Connection) -> RunRow | None:
+            if idempotency_key is None:
+                return None
+            found = conn.execute(_SELECT_KEY, (idempotency_key,)).fetchone()
+            return None if found is None else decode_row(found, "create")
+
+        def txn(conn: sqlite3.Connection) -> Created | Existing:
+            existing = by_key(conn)
+            taken = conn.execute("SELECT 1 FROM tt_runs WHERE run_id = ?", (run_id,)).fetchone()
+            decision = decide(existing, taken is not None)
+            if decision is None:
+                raise RunStoreError("constraint", "create", "a run with that run_id already exists")
+            if decision.row is not None:
+                try:
+                    _write(conn, None, decision.row)
+                except sqlite3.IntegrityError:
+                    # A racing create took the key first: report its row, never the key.
+                    raced = by_key(conn)
+                    if raced is None:
+                        raise
+                    return Existing(row=raced)
+            return decision.outcome
+
+        return await self._run("create", txn, write=True)
+
+    async def _get(self, run_id: str) -> RunRow | None:
+        def read(conn: sqlite3.Connection) -> RunRow | None:
+            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            return None if found is None else decode_row(found, "get")
+
+        return await self._run("get", read, write=False)
+
+    async def _list(
+        self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
+    ) -> list[RunRow]:
+        method = "list_runs" if claimable_at is None else "find_claimable"
+        where: list[str] = []
+        params: list[Any] = []
+        if statuses is not None:
+            wanted = sorted(set(statuses))
+            if not wanted:
+                return []
+            where.append(f"status IN ({', '.join('?' for _ in wanted)})")
+            params.extend(wanted)
+        if claimable_at is not None:
+            cut = claimable_at - self._stale_after_ms
+            where.append(
+                "((claim_host_id IS NOT NULL AND claimed_at_ms < ?)"
+                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended'))"
+                " OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < ?))"
+            )
+            params.extend([cut, cut])
+        sql = f"SELECT {SELECT_LIST} FROM tt_runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at_ms, run_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+
+        def read(conn: sqlite3.Connection) -> list[RunRow]:
+            return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
+
+        return await self._run(method, read, write=False)
+
+    def __repr__(self) -> str:
+        return f"SqliteRunStore(path={self._db.path!r})"
+
+
+@asynccontextmanager
+async def open_sqlite_run_store(
+    path: str | SqliteDatabase,
+    *,
+    clock: WallClock | None = None,
+    executor: Executor | None = None,
+    synchronous: Synchronous = "NORMAL",
+    busy_wait: float = BUSY_WAIT_S,
+    stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+) -> AsyncIterator[SqliteRunStore]:
+    """Open (creating and migrating) the run store at ``path``; close it on exit.
+
+    ``path`` may be a file name, ``":memory:"``, or an already open
+    :class:`~trio_triggers._sqlite.SqliteDatabase` (for example the trigger store's): then
+    ``executor``, ``synchronous`` and ``busy_wait`` are the database's own, the run store
+    migrates ``tt_runs`` into it and leaves it open on exit. The default executor is inline.
+    """
+    if isinstance(path, SqliteDatabase):
+        store = SqliteRunStore(path, clock=clock, stale_after_ms=stale_after_ms)
+        await store.migrate()
+        yield store
+        return
+    try:
+        database = await SqliteDatabase.open(
+            path, executor=executor, synchronous=synchronous, busy_wait=busy_wait
+        )
+    except sqlite3.Error as exc:
+        raise _driver_error("open", exc) from exc
+    try:
+        store = SqliteRunStore(database, clock=clock, stale_after_ms=stale_after_ms)
+        await store.migrate()
+        yield store
+    finally:
+        await database.aclose()
