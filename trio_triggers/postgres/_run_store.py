@@ -1,0 +1,273 @@
+"""The PostgreSQL run store: ``tt_runs`` on a pool of PostgreSQL connections.
+
+Every operation is one transaction: the row is read with ``SELECT … FOR UPDATE`` (so nothing
+else can commit to it until this transaction ends, in any process on any host), the shared pure
+decision of :mod:`trio_triggers._ownership._decide` runs on it, and the changed columns are
+written before ``COMMIT`` (``ownership.md`` §1.5). Validation, the skew bound, store-clock readings
+and metrics come from :class:`~trio_triggers._ownership._base.RunStoreBase`, exactly as for the
+memory and SQLite stores; the column mapping and decode checks from
+:mod:`trio_triggers._ownership._columns`.
+
+Because the heartbeat loop's timing holds only if a cancelled call returns promptly
+(``ownership.md`` §1.9) and a worker thread holding a transaction is never abandoned, every
+round trip is bounded on the server, well below the heartbeat interval: by default
+``statement_timeout`` 500 ms and ``lock_timeout`` 250 ms, and at most 500 ms waiting for a
+pooled connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import psycopg
+import psycopg.errors
+
+from .._clock import WallClock
+from .._errors import RunStoreError
+from .._executor import Executor
+from .._ownership._base import RunStoreBase
+from .._ownership._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
+from .._ownership._decide import Decision
+from .._ownership._models import Created, Existing, RunRow
+from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS
+from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
+from ._schema import RUN_MIGRATIONS, owns_run_migration
+
+__all__ = ["PostgresRunStore", "open_postgres_run_store", "run_timeouts"]
+
+OutcomeT = TypeVar("OutcomeT")
+
+_SELECT_ONE = f"SELECT {SELECT_LIST} FROM tt_runs WHERE run_id = %s"
+_LOCK_ONE = _SELECT_ONE + " FOR UPDATE"
+_SELECT_KEY = f"SELECT {SELECT_LIST} FROM tt_runs WHERE idempotency_key = %s"
+_INSERT = (
+    f"INSERT INTO tt_runs ({SELECT_LIST}) VALUES ({', '.join('%s' for _ in COLUMNS)}) "
+    "ON CONFLICT (idempotency_key) DO NOTHING"
+)
+_TAKEN = "SELECT 1 FROM tt_runs WHERE run_id = %s"
+
+
+def _driver_error(method: str, exc: BaseException) -> RunStoreError:
+    """``constraint`` for an integrity error anywhere in the chain (8 levels), else
+    ``persistence_failed`` (``ownership.md`` §9.1)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, psycopg.IntegrityError):
+            return RunStoreError("constraint", method, "a database constraint was violated")
+        seen = seen.__cause__ or seen.__context__
+    return RunStoreError(
+        "persistence_failed", method, f"the database failed ({type(exc).__name__})"
+    )
+
+
+def _update(conn: Connection, old: RunRow, new: RunRow) -> None:
+    values = row_columns(new)
+    before = row_columns(old)
+    changed = [c for c in COLUMNS if values[c] != before[c]]
+    if not changed:
+        return
+    assignments = ", ".join(f"{c} = %s" for c in changed)
+    cursor = conn.execute(
+        f"UPDATE tt_runs SET {assignments} WHERE run_id = %s",
+        (*(values[c] for c in changed), new.run_id),
+    )
+    if cursor.rowcount != 1:  # impossible under the row lock; never report a grant for it
+        raise psycopg.OperationalError("the row disappeared inside its transaction")
+
+
+def run_timeouts(
+    *,
+    statement_timeout: float = 0.5,
+    lock_timeout: float = 0.25,
+    connect_timeout: float = 5.0,
+    pool_timeout: float = 0.5,
+) -> TimeoutSettings:
+    """The run store's default server-side bounds (seconds), well below the 1 s heartbeat."""
+    return TimeoutSettings(
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=pool_timeout,
+    )
+
+
+class PostgresRunStore(RunStoreBase):
+    """The PostgreSQL :class:`~trio_triggers.RunStore`; build it with
+    :func:`open_postgres_run_store`.
+
+    ``PostgresRunStore(database, clock=...)`` on an open :class:`PostgresDatabase` is also fine;
+    call :meth:`migrate` once. The store never closes a database it was given.
+    """
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        clock: WallClock | None = None,
+        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+    ) -> None:
+        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
+        self._db = database
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    async def migrate(self) -> list[str]:
+        """Create ``tt_runs`` if needed (under the migration advisory lock)."""
+        try:
+            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
+        except Exception as exc:  # MigrationError, or the pool failing underneath it
+            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+
+    async def _run(self, method: str, fn: Callable[[Connection], OutcomeT]) -> OutcomeT:
+        try:
+            return await self._db.transaction(fn)
+        except RunStoreError:
+            raise
+        except (psycopg.Error, ValueError, OverflowError) as exc:
+            raise _driver_error(method, exc) from exc
+
+    async def _atomic(
+        self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
+    ) -> OutcomeT:
+        def txn(conn: Connection) -> OutcomeT:
+            found = conn.execute(_LOCK_ONE, (run_id,)).fetchone()
+            row = None if found is None else decode_row(found, method)
+            decision = decide(row)
+            if decision.row is not None:
+                if row is None:  # pragma: no cover - decisions never create rows
+                    raise AssertionError("a decision tried to create a row")
+                _update(conn, row, decision.row)
+            return decision.outcome
+
+        return await self._run(method, txn)
+
+    async def _create(
+        self,
+        run_id: str,
+        idempotency_key: str | None,
+        decide: Callable[[RunRow | None, bool], Decision[Created | Existing] | None],
+    ) -> Created | Existing:
+        def by_key(conn: Connection) -> RunRow | None:
+            if idempotency_key is None:
+                return None
+            found = conn.execute(_SELECT_KEY, (idempotency_key,)).fetchone()
+            return None if found is None else decode_row(found, "create")
+
+        def txn(conn: Connection) -> Created | Existing:
+            existing = by_key(conn)
+            taken = conn.execute(_TAKEN, (run_id,)).fetchone()
+            decision = decide(existing, taken is not None)
+            if decision is None:
+                raise RunStoreError("constraint", "create", "a run with that run_id already exists")
+            if decision.row is not None:
+                values = row_columns(decision.row)
+                cursor = conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+                if cursor.rowcount == 0:
+                    # A racing create committed the key first (the insert waited for it): report
+                    # its row, never the key's unique violation.
+                    raced = by_key(conn)
+                    if raced is None:  # pragma: no cover - the conflicting row is committed
+                        raise psycopg.OperationalError("the conflicting run disappeared")
+                    return Existing(row=raced)
+            return decision.outcome
+
+        return await self._run("create", txn)
+
+    async def _get(self, run_id: str) -> RunRow | None:
+        def read(conn: Connection) -> RunRow | None:
+            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            return None if found is None else decode_row(found, "get")
+
+        return await self._run("get", read)
+
+    async def _list(
+        self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
+    ) -> list[RunRow]:
+        method = "list_runs" if claimable_at is None else "find_claimable"
+        where: list[str] = []
+        params: list[object] = []
+        if statuses is not None:
+            wanted = sorted(set(statuses))
+            if not wanted:
+                return []
+            where.append("status = ANY(%s)")
+            params.append(wanted)
+        if claimable_at is not None:
+            cut = claimable_at - self._stale_after_ms
+            where.append(
+                "((claim_host_id IS NOT NULL AND claimed_at_ms < %s)"
+                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended'))"
+                " OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < %s))"
+            )
+            params.extend([cut, cut])
+        sql = f"SELECT {SELECT_LIST} FROM tt_runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += ' ORDER BY created_at_ms, run_id COLLATE "C"'
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+
+        def read(conn: Connection) -> list[RunRow]:
+            return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
+
+        return await self._run(method, read)
+
+    def __repr__(self) -> str:
+        return "PostgresRunStore()"
+
+
+@asynccontextmanager
+async def open_postgres_run_store(
+    dsn: str | PostgresDatabase,
+    *,
+    clock: WallClock | None = None,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    statement_timeout: float = 0.5,
+    lock_timeout: float = 0.25,
+    connect_timeout: float = 5.0,
+    pool_timeout: float = 0.5,
+    executor: Executor | None = None,
+    stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+) -> AsyncIterator[PostgresRunStore]:
+    """Open (creating ``tt_runs`` if needed) the PostgreSQL run store; close its pool on exit.
+
+    ``dsn`` is a libpq connection string or ``postgresql://`` URI, or an already open
+    :class:`PostgresDatabase` (then the pool options are that database's and it stays open on
+    exit). The timeouts bound every round trip on the server (``ownership.md`` §1.9); the
+    defaults keep a cancelled heartbeat prompt. Failing to reach the server raises
+    ``RunStoreError("persistence_failed", "open", ...)``.
+    """
+    if isinstance(dsn, PostgresDatabase):
+        store = PostgresRunStore(dsn, clock=clock, stale_after_ms=stale_after_ms)
+        await store.migrate()
+        yield store
+        return
+    timeouts = run_timeouts(
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=pool_timeout,
+    )
+    try:
+        database = await PostgresDatabase.open(
+            dsn,
+            timeouts=timeouts,
+            pool_size=pool_size,
+            executor=executor,
+            application_name="trio-triggers:runs",
+        )
+    except psycopg.Error as exc:
+        raise _driver_error("open", exc) from exc
+    try:
+        store = PostgresRunStore(database, clock=clock, stale_after_ms=stale_after_ms)
+        await store.migrate()
+        yield store
+    finally:
+        await database.aclose()

@@ -1,0 +1,385 @@
+"""The PostgreSQL trigger store.
+
+Every method is one transaction on one pooled connection (:mod:`._database`), running the same
+method bodies as the memory and SQLite stores (:mod:`trio_triggers._store._engine`), which call
+the same pure claim decision (:mod:`trio_triggers._store._decision`). Only the row reads and the
+decision's writes are written here, each as one statement.
+
+What makes a read-decide-write atomic on a server with many writers: every method that may write
+reads the trigger row first with ``SELECT … FOR UPDATE`` (:meth:`_PostgresTx.state`), so two
+writers on one trigger serialise on that row lock, in any process on any host; the ledger rows of
+a trigger are only written by transactions that hold it (``prune_fires`` deletes only settled rows
+no claim reads). Read-only methods take no locks (READ COMMITTED: one consistent statement each).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+import psycopg
+
+from .._clock import SystemWallClock, WallClock
+from .._errors import TriggerError
+from .._executor import Executor
+from .._store._decision import (
+    AdvanceCursor,
+    ClearPendingIf,
+    ReleaseReservation,
+    ReplaceHolder,
+    Reserve,
+    SetOutcome,
+    SetPending,
+    SetRunId,
+    TriggerWrite,
+    WriteFire,
+)
+from .._store._engine import (
+    READ_ONLY_METHODS,
+    TRIGGER_COLUMNS,
+    EncodedTrigger,
+    EngineStore,
+    Method,
+    RawFireRecord,
+    RawState,
+    RawTrigger,
+    StoreTx,
+    failure_for,
+)
+from .._store._models import HistoryQuery
+from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
+from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
+
+__all__ = ["PostgresTriggerStore", "open_postgres_trigger_store", "trigger_timeouts"]
+
+T = TypeVar("T")
+
+_COLUMNS = ", ".join(TRIGGER_COLUMNS)
+_SELECT_TRIGGER = f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = %s"
+_SELECT_TRIGGERS = f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id"
+_SELECT_ENABLED = f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
+_STATE = (
+    "SELECT revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms "
+    "FROM tt_triggers WHERE trigger_id = %s"
+)
+_SELECT_STATE = _STATE
+_LOCK_STATE = _STATE + " FOR UPDATE"
+_SELECT_FIRE = (
+    "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = %s AND occurrence_at_ms = %s"
+)
+_INSERT_FIRE = (
+    "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (%s, %s) "
+    "ON CONFLICT DO NOTHING"
+)
+_SET_OUTCOME = (
+    "UPDATE tt_trigger_fires SET outcome = %s WHERE trigger_id = %s AND occurrence_at_ms = %s"
+)
+_SET_OUTCOME_OPEN = _SET_OUTCOME + " AND (outcome IS NULL OR outcome = 'buffered')"
+_SET_RUN_ID = (
+    "UPDATE tt_trigger_fires SET run_id = %s WHERE trigger_id = %s AND occurrence_at_ms = %s"
+)
+_WRITE_FIRE = (
+    "UPDATE tt_trigger_fires SET outcome = %s, run_id = %s, error = %s "
+    "WHERE trigger_id = %s AND occurrence_at_ms = %s"
+)
+_WRITE_FIRE_KEEP = (
+    "UPDATE tt_trigger_fires SET outcome = %s, error = %s "
+    "WHERE trigger_id = %s AND occurrence_at_ms = %s"
+)
+_RELEASE = (
+    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = NULL, pending_at_ms = %s "
+    "WHERE trigger_id = %s AND active_run_id = %s"
+)
+_REPLACE_HOLDER = (
+    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = NULL "
+    "WHERE trigger_id = %s AND active_run_id = %s"
+)
+_ADVANCE_CURSOR = (
+    "UPDATE tt_triggers SET last_fired_at_ms = GREATEST(coalesce(last_fired_at_ms, %s), %s) "
+    "WHERE trigger_id = %s"
+)
+_SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = %s WHERE trigger_id = %s"
+_CLEAR_PENDING_IF = (
+    "UPDATE tt_triggers SET pending_at_ms = NULL WHERE trigger_id = %s AND pending_at_ms = %s"
+)
+_RESERVE = (
+    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = %s WHERE trigger_id = %s"
+)
+_LAUNCHED_OCCURRENCE = (
+    "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
+    "WHERE trigger_id = %s AND run_id = %s AND outcome = 'launched'"
+)
+_UPSERT = """
+    INSERT INTO tt_triggers (
+        trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
+        enabled, revision
+    ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
+    ON CONFLICT (trigger_id) DO UPDATE SET
+        flow_id = excluded.flow_id,
+        input_json = excluded.input_json,
+        cron = excluded.cron,
+        timezone = excluded.timezone,
+        overlap = excluded.overlap,
+        catch_up = excluded.catch_up,
+        max_catch_up = excluded.max_catch_up,
+        enabled = excluded.enabled,
+        revision = tt_triggers.revision + 1
+"""
+_PRUNE = """
+    DELETE FROM tt_trigger_fires AS f
+    WHERE f.occurrence_at_ms < %s
+      AND f.outcome IN ('completed', 'failed', 'skipped', 'superseded')
+      AND NOT EXISTS (
+        SELECT 1 FROM tt_triggers AS t
+        WHERE t.trigger_id = f.trigger_id
+          AND ((t.pending_at_ms IS NOT NULL AND t.pending_at_ms = f.occurrence_at_ms)
+            OR (t.active_run_id IS NOT NULL AND t.active_run_id = f.run_id))
+      )
+"""
+_HEARTBEAT = (
+    "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (%s, %s) "
+    "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
+)
+_LAST_HEARTBEAT = (
+    "SELECT host, ticked_at_ms FROM tt_scheduler_heartbeats "
+    "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
+)
+
+
+class _PostgresTx:
+    """:class:`StoreTx` over one open PostgreSQL transaction.
+
+    ``lock`` is true for the methods that may write: :meth:`state` then locks the trigger row.
+    """
+
+    __slots__ = ("_c", "_lock")
+
+    def __init__(self, connection: Connection, *, lock: bool) -> None:
+        self._c = connection
+        self._lock = lock
+
+    def trigger(self, trigger_id: str) -> RawTrigger | None:
+        return self._c.execute(_SELECT_TRIGGER, (trigger_id,)).fetchone()
+
+    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+        return self._c.execute(_SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS).fetchall()
+
+    def state(self, trigger_id: str) -> RawState | None:
+        sql = _LOCK_STATE if self._lock else _SELECT_STATE
+        return self._c.execute(sql, (trigger_id,)).fetchone()
+
+    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+        row = self._c.execute(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def insert_fire(self, trigger_id: str, occurrence: int) -> None:
+        self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
+
+    def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        row = self._c.execute(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
+        value = row[0] if row is not None else None
+        return value if isinstance(value, int) else None
+
+    def upsert(self, trigger: EncodedTrigger) -> None:
+        self._c.execute(
+            _UPSERT,
+            (
+                trigger.trigger_id,
+                trigger.flow_id,
+                trigger.input_json,
+                trigger.cron,
+                trigger.timezone,
+                trigger.overlap,
+                trigger.catch_up,
+                trigger.max_catch_up,
+                trigger.enabled,
+            ),
+        )
+
+    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+        c = self._c
+        if isinstance(write, SetOutcome):
+            sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
+            c.execute(sql, (write.outcome, trigger_id, write.occurrence))
+        elif isinstance(write, SetRunId):
+            c.execute(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
+        elif isinstance(write, WriteFire):
+            if write.keep_run_id:
+                c.execute(
+                    _WRITE_FIRE_KEEP, (write.outcome, write.error, trigger_id, write.occurrence)
+                )
+            else:
+                c.execute(
+                    _WRITE_FIRE,
+                    (write.outcome, write.run_id, write.error, trigger_id, write.occurrence),
+                )
+        elif isinstance(write, ReleaseReservation):
+            c.execute(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
+        elif isinstance(write, ReplaceHolder):
+            c.execute(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
+        elif isinstance(write, AdvanceCursor):
+            c.execute(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
+        elif isinstance(write, SetPending):
+            c.execute(_SET_PENDING, (write.pending, trigger_id))
+        elif isinstance(write, ClearPendingIf):
+            c.execute(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
+        elif isinstance(write, Reserve):
+            c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
+        else:  # pragma: no cover - exhaustive
+            raise AssertionError(f"unknown write {write!r}")
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+        where: list[str] = []
+        params: list[object] = []
+        if query.trigger_id is not None:
+            where.append("trigger_id = %s")
+            params.append(query.trigger_id)
+        if query.run_id is not None:
+            where.append("run_id = %s")
+            params.append(query.run_id)
+        if query.outcome is not None:
+            where.append("outcome = %s")
+            params.append(query.outcome)
+        if query.cursor is not None:
+            where.append("(occurrence_at_ms < %s OR (occurrence_at_ms = %s AND trigger_id < %s))")
+            params.extend(
+                (query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id)
+            )
+        sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"
+        if fetch is None:
+            sql += " LIMIT ALL"
+        else:
+            sql += " LIMIT %s"
+            params.append(fetch)
+        rows = self._c.execute(sql, params).fetchall()
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def prune(self, older_than: int) -> int:
+        return self._c.execute(_PRUNE, (older_than,)).rowcount
+
+    def heartbeat(self, host: str, at: int) -> None:
+        self._c.execute(_HEARTBEAT, (host, at))
+
+    def last_heartbeat(self) -> tuple[object, object] | None:
+        row = self._c.execute(_LAST_HEARTBEAT).fetchone()
+        return None if row is None else (row[0], row[1])
+
+
+def trigger_timeouts(
+    *,
+    statement_timeout: float = 5.0,
+    lock_timeout: float = 2.0,
+    connect_timeout: float = 5.0,
+    pool_timeout: float = 5.0,
+) -> TimeoutSettings:
+    """The trigger store's default server-side bounds (seconds)."""
+    return TimeoutSettings(
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=pool_timeout,
+    )
+
+
+class PostgresTriggerStore(EngineStore):
+    """A :class:`~trio_triggers.TriggerStore` on an open :class:`PostgresDatabase`.
+
+    Most code uses :func:`open_postgres_trigger_store`; construct this class directly to use a
+    database object you manage (call :meth:`migrate` once). The store never closes a database it
+    was given.
+    """
+
+    def __init__(self, database: PostgresDatabase, *, clock: WallClock | None = None) -> None:
+        self._database = database
+        self._clock = clock if clock is not None else SystemWallClock()
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._database
+
+    @property
+    def clock(self) -> WallClock:
+        return self._clock
+
+    async def migrate(self) -> builtins.list[str]:
+        """Apply the migrations this database lacks, under the migration advisory lock.
+
+        A migration that cannot be applied, or a database written by a newer version, raises
+        ``store``, ``could not run trigger migrations`` with the reason as ``__cause__``.
+        """
+        try:
+            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
+        except Exception as exc:  # MigrationError, or the pool failing underneath it
+            raise TriggerError("store", "could not run trigger migrations") from exc
+
+    async def _run(
+        self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
+    ) -> T:
+        # The clock is read on the Trio thread, once, before the transaction: worker threads
+        # cannot read a Trio clock, and the database's now() is never used.
+        at = self._clock.now_ms() if now else 0
+        lock = method not in READ_ONLY_METHODS
+        try:
+            return await self._database.transaction(
+                lambda connection: body(_PostgresTx(connection, lock=lock), at)
+            )
+        except TriggerError:
+            raise
+        except (psycopg.Error, ValueError, OverflowError) as exc:
+            # ValueError/OverflowError: psycopg refusing to adapt a parameter.
+            raise failure_for(method) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresTriggerStore(clock={self._clock!r})"
+
+
+@contextlib.asynccontextmanager
+async def open_postgres_trigger_store(
+    dsn: str,
+    *,
+    clock: WallClock | None = None,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    statement_timeout: float = 5.0,
+    lock_timeout: float = 2.0,
+    connect_timeout: float = 5.0,
+    pool_timeout: float = 5.0,
+    executor: Executor | None = None,
+) -> AsyncIterator[PostgresTriggerStore]:
+    """Open (migrating) the PostgreSQL trigger store on ``dsn``; close its pool on exit.
+
+    ``dsn`` is a libpq connection string or ``postgresql://`` URI (its ``options``, e.g. a
+    ``search_path``, are kept). ``pool_size`` connections at most; calls run in worker threads
+    limited to the same number. ``statement_timeout`` and ``lock_timeout`` bound every statement
+    on the server; ``pool_timeout`` bounds the wait for a pooled connection. ``executor``
+    replaces the thread executor (tests wrap it to pause ``MockClock`` autojump).
+
+    Failing to reach the server, or to migrate, raises ``store``,
+    ``could not run trigger migrations`` with the driver error as ``__cause__``.
+    """
+    timeouts = trigger_timeouts(
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=pool_timeout,
+    )
+    try:
+        database = await PostgresDatabase.open(
+            dsn,
+            timeouts=timeouts,
+            pool_size=pool_size,
+            executor=executor,
+            application_name="trio-triggers:triggers",
+        )
+    except psycopg.Error as exc:
+        raise TriggerError("store", "could not run trigger migrations") from exc
+    try:
+        store = PostgresTriggerStore(database, clock=clock)
+        await store.migrate()
+        yield store
+    finally:
+        await database.aclose()
