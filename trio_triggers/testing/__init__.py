@@ -8,6 +8,37 @@ from __future__ import annotations
 # --- executors for deterministic tests under MockClock (store area) -----------------------
 from ._autojump import AutojumpGuardExecutor
 
+# --- scripted runner, fault-injecting stores, simulation (simulation area) ----------------
+from ._faults import (
+    Blocker,
+    CallObserver,
+    Fault,
+    FaultKind,
+    FaultyRunStore,
+    FaultyTriggerStore,
+    InjectedFault,
+    StoreCall,
+)
+from ._invariants import CATALOGUE, InvariantInfo, SimulationViolation, Violation
+from ._noop import NoopTriggerStore, ScriptedRunStore
+from ._runner import RunPlan, ScriptedRunner
+
 __all__ = [
+    "CATALOGUE",
     "AutojumpGuardExecutor",
+    "Blocker",
+    "CallObserver",
+    "Fault",
+    "FaultKind",
+    "FaultyRunStore",
+    "FaultyTriggerStore",
+    "InjectedFault",
+    "InvariantInfo",
+    "NoopTriggerStore",
+    "RunPlan",
+    "ScriptedRunStore",
+    "ScriptedRunner",
+    "SimulationViolation",
+    "StoreCall",
+    "Violation",
 ]

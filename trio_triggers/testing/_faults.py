@@ -1,0 +1,650 @@
+"""Store wrappers that record calls and inject faults, for both store protocols.
+
+A :class:`FaultyTriggerStore` wraps any :class:`~trio_triggers.TriggerStore` and a
+:class:`FaultyRunStore` any :class:`~trio_triggers.RunStore`.  Each call can be made to
+
+* fail **before** its transaction (nothing is written, the caller sees the store's failure),
+* fail **after** its transaction committed (the write happened, the caller still sees a failure:
+  the "lost acknowledgement" every distributed system has),
+* be **slow** (a Trio sleep before the call), or
+* **hang** until it is cancelled or :meth:`Blocker.release` d.
+
+Faults come from explicit scripts (:meth:`fail_next`, :meth:`block`) or from a ``decide``
+callback (the simulator draws them from its seeded random generator).  An optional
+:class:`CallObserver` sees every call that reaches the inner store just before and just after it
+runs; with ``serialize=True`` those calls run one at a time behind a lock shared by every view of
+the wrapper, so the observer's snapshots are exactly the state before and after that one
+transaction.  (Store methods are atomic anyway, so serialising them loses no interleaving that
+the contract allows.)
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
+
+import msgspec
+import trio
+
+from .._declarations import RegisteredTrigger, Trigger
+from .._errors import RunStoreError, TriggerError
+from .._ownership._models import (
+    Abandoned,
+    Activated,
+    AlreadyClaimed,
+    AlreadyRequested,
+    CancelRequested,
+    ClaimChanged,
+    Claimed,
+    ClaimFresh,
+    ClaimLost,
+    Created,
+    EvidenceRequired,
+    Existing,
+    FenceLost,
+    GuardFailed,
+    HeartbeatFresh,
+    LivenessUnconfirmed,
+    NotFound,
+    Recovered,
+    RunRow,
+    RunStatus,
+    RunStore,
+    SnapshotChanged,
+    Snapshotish,
+    Terminal,
+    Transitioned,
+    TransitionGuard,
+    Updated,
+)
+from .._ownership._owner import OwnerId
+from .._store._models import (
+    Claim,
+    Held,
+    HistoryPage,
+    HistoryQuery,
+    Listed,
+    PendingClaim,
+    Result,
+    SchedulerHeartbeat,
+)
+from .._store._protocol import TriggerStore
+
+__all__ = [
+    "TRIGGER_STORE_READS",
+    "Blocker",
+    "CallObserver",
+    "Fault",
+    "FaultKind",
+    "FaultyRunStore",
+    "FaultyTriggerStore",
+    "InjectedFault",
+    "StoreCall",
+]
+
+FaultKind = Literal["fail_before", "fail_after", "slow", "hang"]
+
+#: Trigger-store methods that never write (their failures say ``trigger store read failed``).
+TRIGGER_STORE_READS = frozenset(
+    {"get", "list", "list_enabled", "active_occurrence", "history", "inspect", "last_heartbeat"}
+)
+#: Run-store methods that never write.
+RUN_STORE_READS = frozenset({"get"})
+
+
+class InjectedFault(Exception):
+    """The cause chained under every failure a wrapper injects."""
+
+
+class Fault(msgspec.Struct, frozen=True, kw_only=True):
+    """One injected fault. ``error`` replaces the default store failure for the ``fail_*`` kinds."""
+
+    kind: FaultKind
+    delay: float = 0.0
+    error: Exception | None = None
+
+
+class StoreCall(msgspec.Struct, kw_only=True):
+    """One recorded call: what was asked, by whom, which fault it met and how it ended."""
+
+    seq: int
+    caller: str
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    fault: FaultKind | None = None
+    reached: bool = False
+    answer: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class CallObserver(Protocol):
+    """Sees each call that reaches the inner store, right before and right after it runs."""
+
+    async def before(self, call: StoreCall) -> None: ...
+
+    async def after(self, call: StoreCall) -> None: ...
+
+
+DecideFn = Callable[[str, str, tuple[Any, ...]], Fault | None]
+
+
+class Blocker:
+    """Holds every call of one method until :meth:`release`; see :meth:`_FaultingBase.block`."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.waiting = 0
+        self._event = trio.Event()
+
+    @property
+    def released(self) -> bool:
+        return self._event.is_set()
+
+    def release(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        self.waiting += 1
+        try:
+            await self._event.wait()
+        finally:
+            self.waiting -= 1
+
+
+class _Shared:
+    """State shared by every view of one wrapper."""
+
+    def __init__(
+        self, decide: DecideFn | None, observer: CallObserver | None, serialize: bool, record: bool
+    ) -> None:
+        self.decide = decide
+        self.observer = observer
+        self.lock: trio.Lock | None = trio.Lock() if serialize else None
+        self.record = record
+        self.calls: list[StoreCall] = []
+        self.seq = itertools.count(1)
+        self.scripted: dict[str, list[Fault]] = {}
+        self.blockers: dict[str, Blocker] = {}
+        self.enabled = True
+        self.hang_release = trio.Event()
+
+
+class _FaultingBase:
+    _shared: _Shared
+    caller: str
+
+    def _init(
+        self,
+        *,
+        decide: DecideFn | None,
+        observer: CallObserver | None,
+        serialize: bool,
+        record: bool,
+        caller: str,
+    ) -> None:
+        self._shared = _Shared(decide, observer, serialize, record)
+        self.caller = caller
+
+    # -- scripting ------------------------------------------------------------------------
+    @property
+    def calls(self) -> list[StoreCall]:
+        """Every call made through any view, in order (when recording is on)."""
+        return self._shared.calls
+
+    def calls_of(self, method: str) -> list[StoreCall]:
+        return [call for call in self._shared.calls if call.method == method]
+
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        error: Exception | None = None,
+        *,
+        after_commit: bool = False,
+    ) -> None:
+        """Make the next ``n`` calls of ``method`` fail (after their commit if asked)."""
+        kind: FaultKind = "fail_after" if after_commit else "fail_before"
+        self._shared.scripted.setdefault(method, []).extend(
+            Fault(kind=kind, error=error) for _ in range(n)
+        )
+
+    def block(self, method: str) -> Blocker:
+        """Hold every call of ``method`` (before it reaches the store) until released."""
+        blocker = Blocker(method)
+        self._shared.blockers[method] = blocker
+        return blocker
+
+    def release_hangs(self) -> None:
+        """End every injected hang (present and future) with the method's failure."""
+        self._shared.hang_release.set()
+
+    def set_faults_enabled(self, enabled: bool) -> None:
+        """Switch the ``decide`` callback on or off (scripted faults always apply)."""
+        self._shared.enabled = enabled
+
+    # -- the call path ----------------------------------------------------------------------
+    def _failure(self, method: str, fault: Fault) -> Exception:
+        raise NotImplementedError
+
+    def _pick(self, method: str, args: tuple[Any, ...]) -> Fault | None:
+        shared = self._shared
+        queue = shared.scripted.get(method)
+        if queue:
+            return queue.pop(0)
+        if shared.decide is not None and shared.enabled:
+            return shared.decide(self.caller, method, args)
+        return None
+
+    async def _call(
+        self,
+        method: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        shared = self._shared
+        kw = kwargs or {}
+        fault = self._pick(method, args)
+        call = StoreCall(
+            seq=next(shared.seq),
+            caller=self.caller,
+            method=method,
+            args=args,
+            kwargs=kw,
+            fault=fault.kind if fault is not None else None,
+        )
+        if shared.record:
+            shared.calls.append(call)
+        try:
+            blocker = shared.blockers.get(method)
+            if blocker is not None and not blocker.released:
+                await blocker.wait()
+            if fault is not None:
+                if fault.kind == "slow":
+                    await trio.sleep(fault.delay)
+                elif fault.kind == "hang":
+                    # Hangs until cancelled, or until release_hangs() (then fails).
+                    await shared.hang_release.wait()
+                    raise self._failure(method, fault)
+                elif fault.kind == "fail_before":
+                    await trio.lowlevel.checkpoint()
+                    raise self._failure(method, fault)
+            answer = await self._reach(call, fn, args, kw)
+            if fault is not None and fault.kind == "fail_after":
+                raise self._failure(method, fault)
+            return answer
+        except BaseException as exc:
+            if call.error is None:
+                call.error = exc
+            raise
+        finally:
+            call.done = True
+
+    async def _reach(
+        self,
+        call: StoreCall,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        shared = self._shared
+        if shared.lock is None and shared.observer is None:
+            call.reached = True
+            answer = await fn(*args, **kwargs)
+            call.answer = answer
+            return answer
+        if shared.lock is not None:
+            await shared.lock.acquire()
+        try:
+            # Shielded: once the transaction has started it runs to its end (the contract says a
+            # cancelled call either commits completely or not at all); the caller then sees its
+            # cancellation at its next checkpoint.
+            with trio.CancelScope(shield=True):
+                if shared.observer is not None:
+                    await shared.observer.before(call)
+                call.reached = True
+                try:
+                    answer = await fn(*args, **kwargs)
+                except Exception as exc:
+                    call.error = exc
+                    if shared.observer is not None:
+                        await shared.observer.after(call)
+                    raise
+                call.answer = answer
+                if shared.observer is not None:
+                    await shared.observer.after(call)
+                return answer
+        finally:
+            if shared.lock is not None:
+                shared.lock.release()
+
+
+class FaultyTriggerStore(_FaultingBase):
+    """A :class:`~trio_triggers.TriggerStore` wrapper that records calls and injects faults.
+
+    ``rewrite_listing(fn)`` makes ``list()`` answer ``fn(listing)`` (``triggers.md`` §18.2 case
+    10).  ``view(caller)`` returns another wrapper over the same store, sharing the faults,
+    records and lock, whose calls are tagged with ``caller`` (one per scheduler in a simulation).
+    """
+
+    def __init__(
+        self,
+        inner: TriggerStore,
+        *,
+        decide: DecideFn | None = None,
+        observer: CallObserver | None = None,
+        serialize: bool = False,
+        record: bool = True,
+        caller: str = "caller",
+    ) -> None:
+        self.inner = inner
+        self._rewrite: Callable[[builtins.list[Listed]], builtins.list[Listed]] | None = None
+        self._init(
+            decide=decide, observer=observer, serialize=serialize, record=record, caller=caller
+        )
+
+    def view(self, caller: str) -> FaultyTriggerStore:
+        clone = object.__new__(FaultyTriggerStore)
+        clone.__dict__.update(self.__dict__)
+        clone.caller = caller
+        return clone
+
+    def rewrite_listing(
+        self, fn: Callable[[builtins.list[Listed]], builtins.list[Listed]] | None
+    ) -> None:
+        self._rewrite = fn
+
+    def _failure(self, method: str, fault: Fault) -> Exception:
+        if fault.error is not None:
+            return fault.error
+        what = "read" if method in TRIGGER_STORE_READS else "write"
+        err = TriggerError("store", f"trigger store {what} failed")
+        err.__cause__ = InjectedFault(f"injected {fault.kind} fault in {method}")
+        return err
+
+    async def register(self, trigger: Trigger) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call("register", self.inner.register, (trigger,))
+        return answer
+
+    async def get(self, trigger_id: str) -> RegisteredTrigger | None:
+        answer: RegisteredTrigger | None = await self._call("get", self.inner.get, (trigger_id,))
+        return answer
+
+    async def list(self) -> list[Listed]:
+        answer: list[Listed] = await self._call("list", self.inner.list, ())
+        if self._rewrite is not None:
+            answer = self._rewrite(answer)
+        return answer
+
+    async def list_enabled(self) -> builtins.list[RegisteredTrigger]:
+        answer: builtins.list[RegisteredTrigger] = await self._call(
+            "list_enabled", self.inner.list_enabled, ()
+        )
+        return answer
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Claim:
+        answer: Claim = await self._call(
+            "claim_fire",
+            self.inner.claim_fire,
+            (trigger_id, occurrence),
+            {"expected_revision": expected_revision, "resume_buffered": resume_buffered},
+        )
+        return answer
+
+    async def claim_pending(
+        self, trigger_id: str, *, expected_revision: int
+    ) -> PendingClaim | None:
+        answer: PendingClaim | None = await self._call(
+            "claim_pending",
+            self.inner.claim_pending,
+            (trigger_id,),
+            {"expected_revision": expected_revision},
+        )
+        return answer
+
+    async def record_result(self, result: Result) -> None:
+        await self._call("record_result", self.inner.record_result, (result,))
+
+    async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
+        await self._call(
+            "restore_pending", self.inner.restore_pending, (trigger_id, occurrence, reservation_id)
+        )
+
+    async def set_pending(self, trigger_id: str, occurrence: int) -> None:
+        await self._call("set_pending", self.inner.set_pending, (trigger_id, occurrence))
+
+    async def active_run(self, trigger_id: str) -> str | None:
+        answer: str | None = await self._call("active_run", self.inner.active_run, (trigger_id,))
+        return answer
+
+    async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        answer: int | None = await self._call(
+            "active_occurrence", self.inner.active_occurrence, (trigger_id, run_id)
+        )
+        return answer
+
+    async def clear_active(self, trigger_id: str, run_id: str) -> None:
+        await self._call("clear_active", self.inner.clear_active, (trigger_id, run_id))
+
+    async def history(self, query: HistoryQuery | None = None) -> HistoryPage:
+        answer: HistoryPage = await self._call("history", self.inner.history, (query,))
+        return answer
+
+    async def prune_fires(self, older_than: int) -> int:
+        answer: int = await self._call("prune_fires", self.inner.prune_fires, (older_than,))
+        return answer
+
+    async def inspect(self, trigger_id: str) -> Held:
+        answer: Held = await self._call("inspect", self.inner.inspect, (trigger_id,))
+        return answer
+
+    async def heartbeat(self, host: str) -> None:
+        await self._call("heartbeat", self.inner.heartbeat, (host,))
+
+    async def last_heartbeat(self) -> SchedulerHeartbeat | None:
+        answer: SchedulerHeartbeat | None = await self._call(
+            "last_heartbeat", self.inner.last_heartbeat, ()
+        )
+        return answer
+
+
+class FaultyRunStore(_FaultingBase):
+    """A :class:`~trio_triggers.RunStore` wrapper that records calls and injects faults.
+
+    Injected failures are ``RunStoreError("persistence_failed", <method>, ...)``.
+    """
+
+    def __init__(
+        self,
+        inner: RunStore,
+        *,
+        decide: DecideFn | None = None,
+        observer: CallObserver | None = None,
+        serialize: bool = False,
+        record: bool = True,
+        caller: str = "caller",
+    ) -> None:
+        self.inner = inner
+        self._init(
+            decide=decide, observer=observer, serialize=serialize, record=record, caller=caller
+        )
+
+    def view(self, caller: str) -> FaultyRunStore:
+        clone = object.__new__(FaultyRunStore)
+        clone.__dict__.update(self.__dict__)
+        clone.caller = caller
+        return clone
+
+    def _failure(self, method: str, fault: Fault) -> Exception:
+        if fault.error is not None:
+            return fault.error
+        err = RunStoreError("persistence_failed", method, "injected fault")
+        err.__cause__ = InjectedFault(f"injected {fault.kind} fault in {method}")
+        return err
+
+    async def create(
+        self,
+        run_id: str,
+        state_json: str,
+        *,
+        flow_id: str | None = None,
+        input_json: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created | Existing:
+        answer: Created | Existing = await self._call(
+            "create",
+            self.inner.create,
+            (run_id, state_json),
+            {"flow_id": flow_id, "input_json": input_json, "idempotency_key": idempotency_key},
+        )
+        return answer
+
+    async def get(self, run_id: str) -> RunRow:
+        answer: RunRow = await self._call("get", self.inner.get, (run_id,))
+        return answer
+
+    async def claim(
+        self, run_id: str, expected: Snapshotish, claimant: OwnerId, now_ms: int
+    ) -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged:
+        answer: (
+            Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged
+        ) = await self._call("claim", self.inner.claim, (run_id, expected, claimant, now_ms))
+        return answer
+
+    async def activate(
+        self, run_id: str, claimant: OwnerId, claimed_at_ms: int, expected: Snapshotish
+    ) -> Activated | ClaimLost | SnapshotChanged:
+        answer: Activated | ClaimLost | SnapshotChanged = await self._call(
+            "activate", self.inner.activate, (run_id, claimant, claimed_at_ms, expected)
+        )
+        return answer
+
+    async def abandon_claim(
+        self, run_id: str, claimant: OwnerId, claimed_at_ms: int
+    ) -> Abandoned | ClaimLost:
+        answer: Abandoned | ClaimLost = await self._call(
+            "abandon_claim", self.inner.abandon_claim, (run_id, claimant, claimed_at_ms)
+        )
+        return answer
+
+    async def claim_and_own(
+        self,
+        run_id: str,
+        expected: Snapshotish,
+        owner: OwnerId,
+        now_ms: int,
+        evidence: Any = None,
+    ) -> (
+        Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+    ):
+        answer: (
+            Activated
+            | NotFound
+            | AlreadyClaimed
+            | HeartbeatFresh
+            | SnapshotChanged
+            | EvidenceRequired
+        ) = await self._call(
+            "claim_and_own", self.inner.claim_and_own, (run_id, expected, owner, now_ms, evidence)
+        )
+        return answer
+
+    async def steal(
+        self,
+        run_id: str,
+        expected: Snapshotish,
+        claimant: OwnerId,
+        now_ms: int,
+        evidence: Any,
+    ) -> (
+        Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
+    ):
+        answer: (
+            Claimed
+            | NotFound
+            | AlreadyClaimed
+            | HeartbeatFresh
+            | SnapshotChanged
+            | LivenessUnconfirmed
+        ) = await self._call(
+            "steal", self.inner.steal, (run_id, expected, claimant, now_ms, evidence)
+        )
+        return answer
+
+    async def recover_claim(
+        self,
+        run_id: str,
+        stale_claimant: OwnerId,
+        claimed_at_ms: int,
+        observer: OwnerId,
+        now_ms: int,
+        evidence: Any,
+    ) -> Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed:
+        answer: (
+            Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed
+        ) = await self._call(
+            "recover_claim",
+            self.inner.recover_claim,
+            (run_id, stale_claimant, claimed_at_ms, observer, now_ms, evidence),
+        )
+        return answer
+
+    async def heartbeat(
+        self, run_id: str, owner: OwnerId, now_ms: int
+    ) -> Updated | FenceLost | NotFound:
+        answer: Updated | FenceLost | NotFound = await self._call(
+            "heartbeat", self.inner.heartbeat, (run_id, owner, now_ms)
+        )
+        return answer
+
+    async def reconfirm(
+        self, run_id: str, owner: OwnerId, now_ms: int
+    ) -> Updated | FenceLost | NotFound:
+        answer: Updated | FenceLost | NotFound = await self._call(
+            "reconfirm", self.inner.reconfirm, (run_id, owner, now_ms)
+        )
+        return answer
+
+    async def transition_owned(
+        self,
+        run_id: str,
+        owner: OwnerId,
+        to_status: RunStatus,
+        *,
+        state_json: str | None = None,
+        result_json: str | None = None,
+        error: str | None = None,
+        guard: TransitionGuard | None = None,
+    ) -> Transitioned | FenceLost | NotFound | GuardFailed:
+        answer: Transitioned | FenceLost | NotFound | GuardFailed = await self._call(
+            "transition_owned",
+            self.inner.transition_owned,
+            (run_id, owner, to_status),
+            {"state_json": state_json, "result_json": result_json, "error": error, "guard": guard},
+        )
+        return answer
+
+    async def request_cancel(
+        self, run_id: str, now_ms: int
+    ) -> CancelRequested | AlreadyRequested | Terminal | NotFound:
+        answer: CancelRequested | AlreadyRequested | Terminal | NotFound = await self._call(
+            "request_cancel", self.inner.request_cancel, (run_id, now_ms)
+        )
+        return answer
+
+    async def acknowledge_cancel(self, run_id: str, owner: OwnerId, now_ms: int) -> bool:
+        answer: bool = await self._call(
+            "acknowledge_cancel", self.inner.acknowledge_cancel, (run_id, owner, now_ms)
+        )
+        return answer

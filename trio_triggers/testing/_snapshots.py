@@ -1,0 +1,180 @@
+"""Exact snapshots of a trigger store's durable state, taken between two transactions.
+
+* the memory store: read its row tables directly (synchronous, so nothing can interleave);
+* an SQLite file: a second, read-only ``sqlite3`` connection on the same file (WAL lets it see
+  every committed transaction) reading the schema of ``triggers.md`` §9.3;
+* any other store: the public reads ``list()`` and ``history()`` (``active_claimed_at_ms`` is
+  then unknown, so the checks that need it are skipped).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._store._memory import MemoryTriggerStore
+from .._store._protocol import TriggerStore
+from ._invariants import LedgerRow, StoreState, TriggerRow
+
+__all__ = [
+    "Snapshotter",
+    "memory_snapshot",
+    "public_snapshot",
+    "snapshotter_for",
+    "sqlite_snapshot",
+]
+
+Snapshotter = Callable[[], Awaitable[StoreState]]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def memory_snapshot(store: MemoryTriggerStore, trigger_id: str | None = None) -> StoreState:
+    """The memory store's rows (only ``trigger_id``'s, if given) as a :class:`StoreState`."""
+    tables = store._raw_tables()
+    triggers: dict[str, TriggerRow] = {}
+    if trigger_id is None:
+        items = list(tables.triggers.items())
+        fire_items = list(tables.fires.items())
+    else:
+        one = tables.triggers.get(trigger_id)
+        items = [] if one is None else [(trigger_id, one)]
+        fires_of = tables.fires.get(trigger_id)
+        fire_items = [] if fires_of is None else [(trigger_id, fires_of)]
+    for tid, row in items:
+        triggers[tid] = TriggerRow(
+            trigger_id=tid,
+            revision=_int(row.get("revision")) or 0,
+            enabled=bool(row.get("enabled")),
+            overlap=str(row.get("overlap")),
+            last_fired_at=_int(row.get("last_fired_at_ms")),
+            pending_at=_int(row.get("pending_at_ms")),
+            active_run_id=_str(row.get("active_run_id")),
+            active_claimed_at=_int(row.get("active_claimed_at_ms")),
+        )
+    ledger: dict[tuple[str, int], LedgerRow] = {}
+    for tid, fires in fire_items:
+        for occ, fire in fires.items():
+            ledger[(tid, occ)] = LedgerRow(
+                trigger_id=tid,
+                occurrence=occ,
+                outcome=_str(fire.get("outcome")),
+                run_id=_str(fire.get("run_id")),
+                error=_str(fire.get("error")),
+            )
+    return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=True)
+
+
+class _SqliteReader:
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def snapshot(self, trigger_id: str | None = None) -> StoreState:
+        cur = self._conn.cursor()
+        where = "" if trigger_id is None else " WHERE trigger_id = ?"
+        params: tuple[str, ...] = () if trigger_id is None else (trigger_id,)
+        cur.execute("BEGIN")
+        try:
+            rows = cur.execute(
+                "SELECT trigger_id, revision, enabled, overlap, last_fired_at_ms, pending_at_ms,"
+                " active_run_id, active_claimed_at_ms FROM tt_triggers" + where,
+                params,
+            ).fetchall()
+            fires = cur.execute(
+                "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
+                + where,
+                params,
+            ).fetchall()
+        finally:
+            cur.execute("COMMIT")
+        triggers = {
+            r[0]: TriggerRow(
+                trigger_id=r[0],
+                revision=r[1],
+                enabled=bool(r[2]),
+                overlap=r[3],
+                last_fired_at=r[4],
+                pending_at=r[5],
+                active_run_id=r[6],
+                active_claimed_at=r[7],
+            )
+            for r in rows
+        }
+        ledger = {
+            (f[0], f[1]): LedgerRow(
+                trigger_id=f[0], occurrence=f[1], outcome=f[2], run_id=f[3], error=f[4]
+            )
+            for f in fires
+        }
+        return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=True)
+
+
+def sqlite_snapshot(
+    path: str,
+) -> tuple[Callable[[str | None], StoreState], Callable[[], None]]:
+    """A synchronous snapshot function over an SQLite file, and a function that closes it."""
+    reader = _SqliteReader(path)
+    return reader.snapshot, reader.close
+
+
+async def public_snapshot(store: TriggerStore) -> StoreState:
+    """A snapshot through the public read methods (``active_claimed_at_ms`` unknown)."""
+    listing = await store.list()
+    page = await store.history()
+    triggers: dict[str, TriggerRow] = {}
+    for item in listing:
+        if item.trigger is None:
+            continue
+        t = item.trigger
+        triggers[t.id] = TriggerRow(
+            trigger_id=t.id,
+            revision=t.revision,
+            enabled=t.enabled,
+            overlap=t.overlap,
+            last_fired_at=t.last_fired_at,
+            pending_at=item.pending_at,
+            active_run_id=item.active_run_id,
+        )
+    ledger = {
+        (r.trigger_id, r.occurrence): LedgerRow(
+            trigger_id=r.trigger_id,
+            occurrence=r.occurrence,
+            outcome=r.outcome,
+            run_id=r.run_id,
+            error=r.error,
+        )
+        for r in page.items
+    }
+    return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=False)
+
+
+def snapshotter_for(store: TriggerStore, sqlite_path: str | None = None) -> Snapshotter:
+    """The most exact snapshot function available for ``store``."""
+    if isinstance(store, MemoryTriggerStore):
+
+        async def memory() -> StoreState:
+            return memory_snapshot(store)
+
+        return memory
+    if sqlite_path is not None:
+        snap, _close = sqlite_snapshot(sqlite_path)
+
+        async def sqlite_file() -> StoreState:
+            return snap(None)
+
+        return sqlite_file
+
+    async def public() -> StoreState:
+        return await public_snapshot(store)
+
+    return public
