@@ -64,13 +64,13 @@ _TRIGGER_COLUMNS = (
     "trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up, "
     "enabled, revision, last_fired_at_ms, pending_at_ms, active_run_id, active_claimed_at_ms"
 )
-_RESERVATION_UUID = re.compile(r"(trigger-reservation:.*:)[0-9a-f-]{36}(:[^:]*)$")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def normalize(value: Any) -> Any:
     """Replace the uuid attempt segment of reservation ids (the one random part of a store)."""
     if isinstance(value, str):
-        return _RESERVATION_UUID.sub(r"\1<uuid>\2", value)
+        return _UUID.sub("<uuid>", value)
     if isinstance(value, tuple):
         return tuple(normalize(v) for v in value)
     if isinstance(value, list):
