@@ -35,8 +35,10 @@ __all__ = [
     "admin_connection",
     "fresh_schema",
     "postgres_dsn",
+    "postgres_marks",
     "require_postgres",
     "server_dsn",
+    "skip_reason",
 ]
 
 
@@ -68,6 +70,25 @@ def server_dsn() -> str:
     if postgres_required():
         pytest.fail(f"{ENV_REQUIRE}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def skip_reason() -> str | None:
+    """Why PostgreSQL tests would be skipped here, or ``None`` (run them, or fail if required)."""
+    if postgres_required():
+        return None
+    dsn = os.environ.get(ENV_DSN, "").strip()
+    if not dsn:
+        return f"{ENV_DSN} is not set (no PostgreSQL server to test against)"
+    problem = _probe(dsn)
+    return None if problem is None else f"PostgreSQL at {_redact(dsn)} is not reachable: {problem}"
+
+
+def postgres_marks() -> list[pytest.MarkDecorator]:
+    """Marks for a parametrized PostgreSQL backend: ``postgres``, plus a ``skipif`` with the
+    reason (decided at collection, so the reason shows even where the skip would otherwise be
+    raised inside Trio, which pytest-trio reports without its message)."""
+    reason = skip_reason()
+    return [pytest.mark.postgres, pytest.mark.skipif(reason is not None, reason=reason or "")]
 
 
 def require_postgres() -> None:

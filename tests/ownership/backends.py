@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
+from tests.postgres.conformance import postgres_run_backend
 from trio_triggers import ThreadExecutor, WallClock
 from trio_triggers._ownership import MemoryRunStore, RunStoreBase, open_sqlite_run_store
 
@@ -64,4 +65,5 @@ BACKENDS: dict[str, BackendFactory] = {
     "memory": memory_backend,
     "sqlite-inline": sqlite_inline_backend,
     "sqlite-threaded": sqlite_threaded_backend,
+    "postgres": postgres_run_backend,  # skips without TT_POSTGRES_DSN (fails if required)
 }
