@@ -29,6 +29,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from tests.pg_support import postgres_marks
+from tests.postgres.conformance import open_postgres_trigger_backend
 from trio_triggers import ThreadExecutor, WallClock
 from trio_triggers._store import MemoryTriggerStore, SqliteTriggerStore, TriggerStore
 from trio_triggers._store._sqlite_store import open_sqlite_trigger_store
@@ -298,5 +300,6 @@ BACKENDS: list[Backend] = [
     Backend("memory", _open_memory),
     Backend("sqlite-inline", _sqlite_backend(threaded=False), sql=True),
     Backend("sqlite-threaded", _sqlite_backend(threaded=True), sql=True),
+    Backend("postgres", open_postgres_trigger_backend, marks=postgres_marks(), sql=True),
 ]
 """Every backend the conformance suite runs against (append new ones here)."""
