@@ -66,6 +66,16 @@ _STATE = (
 )
 _SELECT_STATE = _STATE
 _LOCK_STATE = _STATE + " FOR UPDATE"
+_STATE_WITH_FIRE = (
+    "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
+    "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
+    "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
+    "ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = %s "
+    "WHERE t.trigger_id = %s"
+)
+_SELECT_STATE_WITH_FIRE = _STATE_WITH_FIRE
+# Lock only the trigger row (the nullable side of an outer join cannot be locked).
+_LOCK_STATE_WITH_FIRE = _STATE_WITH_FIRE + " FOR UPDATE OF t"
 _SELECT_FIRE = (
     "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = %s AND occurrence_at_ms = %s"
 )
@@ -98,6 +108,15 @@ _REPLACE_HOLDER = (
 )
 _ADVANCE_CURSOR = (
     "UPDATE tt_triggers SET last_fired_at_ms = GREATEST(coalesce(last_fired_at_ms, %s), %s) "
+    "WHERE trigger_id = %s"
+)
+# AdvanceCursor followed by ReplaceHolder (every record_result) in one statement: the two touch
+# disjoint columns, and every right-hand side reads the row's old values.
+_ADVANCE_AND_REPLACE = (
+    "UPDATE tt_triggers SET last_fired_at_ms = GREATEST(coalesce(last_fired_at_ms, %s), %s), "
+    "active_run_id = CASE WHEN active_run_id = %s::text THEN %s::text ELSE active_run_id END, "
+    "active_claimed_at_ms = CASE WHEN active_run_id = %s::text THEN NULL "
+    "ELSE active_claimed_at_ms END "
     "WHERE trigger_id = %s"
 )
 _SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = %s WHERE trigger_id = %s"
@@ -174,6 +193,15 @@ class _PostgresTx:
         row = self._c.execute(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
         return None if row is None else (row[0], row[1])
 
+    def state_with_fire(
+        self, trigger_id: str, occurrence: int
+    ) -> tuple[RawState, tuple[object, object] | None] | None:
+        sql = _LOCK_STATE_WITH_FIRE if self._lock else _SELECT_STATE_WITH_FIRE
+        row = self._c.execute(sql, (occurrence, trigger_id)).fetchone()
+        if row is None:
+            return None
+        return row[:6], ((row[7], row[8]) if row[6] else None)
+
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
 
@@ -229,6 +257,23 @@ class _PostgresTx:
             c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
         else:  # pragma: no cover - exhaustive
             raise AssertionError(f"unknown write {write!r}")
+
+    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        index = 0
+        count = len(writes)
+        while index < count:
+            write = writes[index]
+            following = writes[index + 1] if index + 1 < count else None
+            if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
+                o = write.occurrence
+                self._c.execute(
+                    _ADVANCE_AND_REPLACE,
+                    (o, o, following.expected, following.holder, following.expected, trigger_id),
+                )
+                index += 2
+                continue
+            self.apply(trigger_id, write)
+            index += 1
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
         where: list[str] = []
