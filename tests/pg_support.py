@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import psycopg
 import psycopg.conninfo
 import pytest
+from psycopg.rows import TupleRow
 
 ENV_DSN = "TT_POSTGRES_DSN"
 ENV_REQUIRE = "TT_REQUIRE_POSTGRES"
@@ -107,7 +108,7 @@ def _redact(dsn: str) -> str:
 
 
 @contextlib.contextmanager
-def admin_connection(dsn: str | None = None) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+def admin_connection(dsn: str | None = None) -> Iterator[psycopg.Connection[TupleRow]]:
     """An autocommit connection to the server (for setup, inspection and sabotage)."""
     with psycopg.connect(dsn or server_dsn(), autocommit=True) as conn:
         yield conn
