@@ -439,6 +439,8 @@ def plan_result(
         owner = active
     o = result.occurrence
     keep = outcome in TERMINAL_OUTCOMES and result.run_id is None
+    if fire is not None and result.run_id is not None and result.run_id == fire.run_id:
+        keep = True  # writing the same run id again changes nothing (and spares an index write)
     writes: list[TriggerWrite] = [
         WriteFire(
             occurrence=o,

@@ -177,12 +177,22 @@ class StoreTx(Protocol):
         """``(outcome, run_id)`` of the ledger row, if it exists."""
         ...
 
+    def state_with_fire(
+        self, trigger_id: str, occurrence: int
+    ) -> tuple[RawState, tuple[object, object] | None] | None:
+        """:meth:`state` and :meth:`fire` in one read (``None`` when the trigger is absent)."""
+        ...
+
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         """Insert the ledger row ``(trigger_id, occurrence, outcome NULL)`` (known absent)."""
         ...
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         """Apply one decision write (§10.3) to ``trigger_id``'s rows."""
+        ...
+
+    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        """Apply ``writes`` in order (a backend may merge writes to disjoint columns)."""
         ...
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
@@ -450,9 +460,13 @@ def _exists(tx: StoreTx, trigger_id: str) -> bool:
     return _storable(trigger_id) and tx.state(trigger_id) is not None
 
 
-def _apply(tx: StoreTx, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
-    for write in writes:
-        tx.apply(trigger_id, write)
+def _state_with_fire(
+    tx: StoreTx, trigger_id: str, occurrence: int
+) -> tuple[_State, tuple[object, object] | None]:
+    found = tx.state_with_fire(trigger_id, occurrence) if _storable(trigger_id) else None
+    if found is None:
+        raise unknown_trigger(trigger_id)
+    return _decode_state(trigger_id, found[0]), found[1]
 
 
 def _get(tx: StoreTx, trigger_id: str) -> RegisteredTrigger | None:
@@ -468,15 +482,8 @@ def _claim(
     expected_revision: int,
     resume_buffered: bool,
     now: int,
+    existing: tuple[object, object] | None,
 ) -> Claim:
-    # Refusals come before any write (no ledger row for a fenced claim).
-    refuse_claim(
-        trigger_id,
-        revision=state.revision,
-        enabled=state.enabled,
-        expected_revision=expected_revision,
-    )
-    existing = tx.fire(trigger_id, occurrence)
     if existing is None:
         tx.insert_fire(trigger_id, occurrence)
     active_fire: FireState | None = None
@@ -498,8 +505,18 @@ def _claim(
             active_fire=active_fire,
         )
     )
-    _apply(tx, trigger_id, decision.writes)
+    tx.apply_all(trigger_id, decision.writes)
     return decision.claim
+
+
+def _refuse(trigger_id: str, state: _State, expected_revision: int) -> None:
+    # Refusals come before any write (no ledger row for a fenced claim).
+    refuse_claim(
+        trigger_id,
+        revision=state.revision,
+        enabled=state.enabled,
+        expected_revision=expected_revision,
+    )
 
 
 def _snapshot(
@@ -540,8 +557,11 @@ def body_claim_fire(
     now: int,
 ) -> Claim:
     occurrence = _check_occurrence(occurrence)
-    state = _state(tx, trigger_id)
-    return _claim(tx, trigger_id, state, occurrence, expected_revision, resume_buffered, now)
+    state, existing = _state_with_fire(tx, trigger_id, occurrence)
+    _refuse(trigger_id, state, expected_revision)
+    return _claim(
+        tx, trigger_id, state, occurrence, expected_revision, resume_buffered, now, existing
+    )
 
 
 def body_claim_pending(
@@ -551,7 +571,9 @@ def body_claim_pending(
     pending = state.pending
     if pending is None:
         return None
-    claim = _claim(tx, trigger_id, state, pending, expected_revision, True, now)
+    _refuse(trigger_id, state, expected_revision)
+    existing = tx.fire(trigger_id, pending)
+    claim = _claim(tx, trigger_id, state, pending, expected_revision, True, now, existing)
     if claim.claimed and claim.action != "buffer":
         tx.apply(trigger_id, ClearPendingIf(occurrence=pending))
     return PendingClaim(occurrence=pending, claim=claim)
@@ -561,9 +583,9 @@ def body_record_result(tx: StoreTx, result: Result) -> None:
     _check_occurrence(result.occurrence)
     for name in ("run_id", "reservation_id", "error"):
         _check_text(getattr(result, name), name)
-    state = _state(tx, result.trigger_id)
-    fire = _fire_state(tx.fire(result.trigger_id, result.occurrence))
-    _apply(tx, result.trigger_id, plan_result(result, fire, state.active))
+    state, raw_fire = _state_with_fire(tx, result.trigger_id, result.occurrence)
+    fire = _fire_state(raw_fire)
+    tx.apply_all(result.trigger_id, plan_result(result, fire, state.active))
 
 
 def body_restore_pending(

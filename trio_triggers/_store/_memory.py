@@ -149,6 +149,12 @@ class _MemoryTx:
         row = self._t.fires.get(trigger_id, {}).get(occurrence)
         return None if row is None else (row["outcome"], row["run_id"])
 
+    def state_with_fire(
+        self, trigger_id: str, occurrence: int
+    ) -> tuple[RawState, tuple[object, object] | None] | None:
+        state = self.state(trigger_id)
+        return None if state is None else (state, self.fire(trigger_id, occurrence))
+
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
         self._touch("select", "tt_trigger_fires", {})
         found = [
@@ -272,6 +278,10 @@ class _MemoryTx:
             )
         else:  # pragma: no cover - exhaustive
             raise AssertionError(f"unknown write {write!r}")
+
+    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        for write in writes:
+            self.apply(trigger_id, write)
 
     def prune(self, older_than: int) -> int:
         self._touch("delete", "tt_trigger_fires", {})

@@ -129,6 +129,13 @@ _SELECT_STATE = (
     "SELECT revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms "
     "FROM tt_triggers WHERE trigger_id = ?"
 )
+_SELECT_STATE_WITH_FIRE = (
+    "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
+    "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
+    "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
+    "ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = ? "
+    "WHERE t.trigger_id = ?"
+)
 _SELECT_FIRE = (
     "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = ? AND occurrence_at_ms = ?"
 )
@@ -156,6 +163,14 @@ _REPLACE_HOLDER = (
 )
 _ADVANCE_CURSOR = (
     "UPDATE tt_triggers SET last_fired_at_ms = max(coalesce(last_fired_at_ms, ?), ?) "
+    "WHERE trigger_id = ?"
+)
+# AdvanceCursor followed by ReplaceHolder (every record_result) in one statement: the two
+# touch disjoint columns, and every right-hand side reads the row's old values.
+_ADVANCE_AND_REPLACE = (
+    "UPDATE tt_triggers SET last_fired_at_ms = max(coalesce(last_fired_at_ms, ?), ?), "
+    "active_run_id = CASE WHEN active_run_id = ? THEN ? ELSE active_run_id END, "
+    "active_claimed_at_ms = CASE WHEN active_run_id = ? THEN NULL ELSE active_claimed_at_ms END "
     "WHERE trigger_id = ?"
 )
 _SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = ? WHERE trigger_id = ?"
@@ -230,6 +245,14 @@ class _SqliteTx:
         ).fetchone()
         return row
 
+    def state_with_fire(
+        self, trigger_id: str, occurrence: int
+    ) -> tuple[RawState, tuple[object, object] | None] | None:
+        row = self._c.execute(_SELECT_STATE_WITH_FIRE, (occurrence, trigger_id)).fetchone()
+        if row is None:
+            return None
+        return row[:6], ((row[7], row[8]) if row[6] else None)
+
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
 
@@ -285,6 +308,23 @@ class _SqliteTx:
             c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
         else:  # pragma: no cover - exhaustive
             raise AssertionError(f"unknown write {write!r}")
+
+    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        index = 0
+        count = len(writes)
+        while index < count:
+            write = writes[index]
+            following = writes[index + 1] if index + 1 < count else None
+            if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
+                o = write.occurrence
+                self._c.execute(
+                    _ADVANCE_AND_REPLACE,
+                    (o, o, following.expected, following.holder, following.expected, trigger_id),
+                )
+                index += 2
+                continue
+            self.apply(trigger_id, write)
+            index += 1
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
         where: list[str] = []

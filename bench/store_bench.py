@@ -1,0 +1,174 @@
+"""Trigger-store throughput against the raw ceiling of its database, measured in one run.
+
+For each backend column this prints
+
+* ``cycles/s``: claim -> launched -> completed cycles per second through the store (three write
+  transactions per cycle, one trigger, a fresh occurrence each cycle);
+* ``raw tx/s``: the same number of minimal write transactions (``BEGIN IMMEDIATE``, one
+  ``UPDATE``, ``COMMIT``) straight through the driver on a database with the same settings;
+* ``ratio``: store transactions per second divided by the raw rate (target: >= 0.5);
+* ``list 10k``: one idle ``list()`` of 10 000 registered triggers, in milliseconds.
+
+A backend is one :class:`Column`; a PostgreSQL column is added by appending one more entry to
+:func:`columns` (a store factory and a raw-ceiling function for the same server).
+
+Run: ``.venv/bin/python bench/store_bench.py [--cycles N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sqlite3
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from trio_triggers import InlineExecutor, ThreadExecutor, Trigger
+from trio_triggers._executor import Executor
+from trio_triggers._store import Result, TriggerStore, open_sqlite_trigger_store
+
+SYNCHRONOUS: Final = "NORMAL"
+
+
+class TickingClock:
+    """A wall clock that moves 1 ms per reading (no system-clock noise in the store)."""
+
+    def __init__(self) -> None:
+        self._now = 1_700_000_000_000
+
+    def now_ms(self) -> int:
+        self._now += 1
+        return self._now
+
+
+StoreFactory = Callable[[Path], contextlib.AbstractAsyncContextManager[TriggerStore]]
+
+
+@dataclass
+class Column:
+    name: str
+    open_store: StoreFactory
+    raw_ceiling: Callable[[Path, int], float]  # (directory, transactions) -> transactions/s
+
+
+def _sqlite_store(executor: Callable[[], Executor]) -> StoreFactory:
+    @contextlib.asynccontextmanager
+    async def open_(directory: Path) -> AsyncIterator[TriggerStore]:
+        async with open_sqlite_trigger_store(
+            str(directory / "store.sqlite"),
+            clock=TickingClock(),
+            executor=executor(),
+            synchronous=SYNCHRONOUS,
+        ) as store:
+            yield store
+
+    return open_
+
+
+def sqlite_raw_ceiling(directory: Path, transactions: int) -> float:
+    """Minimal write transactions through stdlib sqlite3, WAL and the same ``synchronous``."""
+    connection = sqlite3.connect(directory / "raw.sqlite", isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(f"PRAGMA synchronous = {SYNCHRONOUS}")
+        connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY, value INTEGER)")
+        connection.execute("INSERT INTO counter (id, value) VALUES (1, 0)")
+        start = time.perf_counter()
+        for _ in range(transactions):
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("UPDATE counter SET value = value + 1 WHERE id = 1")
+            connection.execute("COMMIT")
+        elapsed = time.perf_counter() - start
+    finally:
+        connection.close()
+    return transactions / elapsed
+
+
+def columns() -> list[Column]:
+    return [
+        Column("sqlite-inline", _sqlite_store(InlineExecutor), sqlite_raw_ceiling),
+        Column("sqlite-threaded", _sqlite_store(ThreadExecutor), sqlite_raw_ceiling),
+    ]
+
+
+def trigger(trigger_id: str) -> Trigger:
+    return Trigger(id=trigger_id, flow_id="flow", input={"n": 1}, cron="0 * * * *")
+
+
+async def cycles_per_second(store: TriggerStore, cycles: int) -> float:
+    await store.register(trigger("bench"))
+    start = time.perf_counter()
+    for occurrence in range(1, cycles + 1):
+        claim = await store.claim_fire("bench", occurrence, expected_revision=1)
+        run_id = f"run-{occurrence}"
+        await store.record_result(
+            Result(
+                trigger_id="bench",
+                occurrence=occurrence,
+                outcome="launched",
+                run_id=run_id,
+                reservation_id=claim.reservation_id,
+            )
+        )
+        await store.record_result(
+            Result(trigger_id="bench", occurrence=occurrence, outcome="completed", run_id=run_id)
+        )
+    return cycles / (time.perf_counter() - start)
+
+
+async def list_ms(store: TriggerStore, count: int) -> float:
+    for index in range(count):
+        await store.register(trigger(f"t{index:05d}"))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        rows = await store.list()
+        best = min(best, time.perf_counter() - start)
+        assert len(rows) >= count
+    return best * 1000
+
+
+async def measure(
+    column: Column, cycles: int, listed: int, rounds: int
+) -> tuple[float, float, float]:
+    """Best of ``rounds`` interleaved store/raw rounds (the machine may be shared and noisy)."""
+    rate = raw = 0.0
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        for index in range(rounds):
+            round_dir = directory / f"round{index}"
+            round_dir.mkdir()
+            async with column.open_store(round_dir) as store:
+                rate = max(rate, await cycles_per_second(store, cycles))
+            raw = max(raw, column.raw_ceiling(round_dir, 3 * cycles))
+        async with column.open_store(directory) as store:
+            list_time = await list_ms(store, listed)
+    return rate, raw, list_time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=2000)
+    parser.add_argument("--list", type=int, default=10_000, dest="listed")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(f"synchronous={SYNCHRONOUS}, {args.cycles} cycles (3 write transactions each)")
+    header = f"{'backend':<16} {'cycles/s':>10} {'store tx/s':>11} {'raw tx/s':>10}"
+    print(header + f" {'ratio':>6} {'list 10k ms':>12}")
+    for column in columns():
+        rate, raw, list_time = trio.run(measure, column, args.cycles, args.listed, args.rounds)
+        ratio = 3 * rate / raw
+        print(
+            f"{column.name:<16} {rate:>10.0f} {3 * rate:>11.0f} {raw:>10.0f}"
+            f" {ratio:>6.2f} {list_time:>12.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
