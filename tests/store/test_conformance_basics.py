@@ -349,3 +349,47 @@ async def test_models_are_frozen_msgspec_structs() -> None:
     held = msgspec.json.decode(msgspec.json.encode(Held(pending_at=3)), type=Held)
     assert held == Held(pending_at=3)
     assert DAILY["id"] == "daily"
+
+
+async def test_register_parses_the_cron(env: Env) -> None:
+    bad = Trigger(id="x", flow_id="flow", input={}, cron="not a cron")
+    with raises("invalid_cron"):
+        await env.store.register(bad)
+    never = Trigger(id="x", flow_id="flow", input={}, cron="0 0 30 2 *")
+    with raises("unsatisfiable_cron", "cron expression '0 0 30 2 *' has no next occurrence"):
+        await env.store.register(never)
+    zone = Trigger(id="x", flow_id="flow", input={}, cron="0 0 * * *", timezone="Mars/Base")
+    with raises("invalid_cron"):
+        await env.store.register(zone)
+    assert await env.store.list() == []
+
+
+async def test_a_cancelled_call_writes_nothing(env: Env) -> None:
+    await env.register()
+    dump = await env.backdoor.dump()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            await env.claim(1)
+        with pytest.raises(trio.Cancelled):
+            await env.register(flow_id="changed")
+    assert await env.backdoor.dump() == dump
+    # every call is a checkpoint at its start, even when it would fail
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            await env.store.inspect("absent")
+
+
+async def test_calls_cancelled_mid_flight_are_atomic(env: Env) -> None:
+    await env.register(overlap="supersede")
+    for occurrence in range(1, 21):
+        with trio.move_on_after(0.0 if occurrence % 2 else 1.0):
+            await env.claim(occurrence)
+    dump = await env.backdoor.dump()
+    fires = dump["tt_trigger_fires"]
+    held = await env.held()
+    # each claim either happened completely (row + reservation) or not at all
+    claimed = [row[1] for row in fires]
+    assert claimed == sorted(claimed)
+    assert held.active_run_id is not None and held.active_run_id.endswith(f":{claimed[-1]}")
