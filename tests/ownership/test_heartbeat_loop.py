@@ -442,3 +442,18 @@ async def test_host_stall_one_blocked_reconfirm(
         assert rec.lapses == [(19_000, 19_000)]
         assert store.reconfirms == [19_000]
         assert [lost.reason for lost in outcome] == ["lapsed"]
+
+
+async def test_outer_cancel_leaves_as_a_bare_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    wall = TrioWallClock(0)
+    store = ScriptedStore(wall, heartbeat=hanging, reconfirm=hanging)
+    seen: list[type[BaseException]] = []
+    with trio.move_on_after(19.5):  # both tasks are blocked in store calls
+        try:
+            await heartbeat_loop(store.as_store, "r", A, clock=wall)
+        except BaseException as exc:
+            seen.append(type(exc))
+            raise
+    assert seen == [trio.Cancelled]

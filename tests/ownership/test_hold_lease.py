@@ -275,3 +275,19 @@ async def test_peer_cannot_steal_before_the_owner_stopped(
         (30_000, "HeartbeatFresh"),
         (30_001, "Claimed"),
     ]
+
+
+async def test_outer_cancel_leaves_hold_lease_as_a_bare_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    wall = TrioWallClock(0)
+    store = ScriptedStore(wall, heartbeat=hanging)
+    seen: list[type[BaseException]] = []
+    with trio.move_on_after(1.5):
+        try:
+            async with hold_lease(store.as_store, "r", A, clock=wall):
+                await trio.sleep(100)
+        except BaseException as exc:
+            seen.append(type(exc))
+            raise
+    assert seen == [trio.Cancelled]

@@ -43,6 +43,8 @@ from trio_triggers._ownership import (
     Transitioned,
     TransitionGuard,
     Updated,
+    lease_liveness,
+    probe_from_check,
 )
 
 from .backends import ManualClock
@@ -713,3 +715,34 @@ async def test_outcomes_are_tagged_structs() -> None:
     match Claimed(claimed_at_ms=3):
         case Claimed(claimed_at_ms=t):
             assert t == 3
+
+
+async def test_typical_takeover_of_a_stale_run(store: RunStoreBase, clock: ManualClock) -> None:
+    await running(store, clock)
+    for now, expected in ((30_000, HeartbeatFresh()), (30_001, Activated())):
+        clock.set(now)
+        row = await store.get("r")
+        assert row.owner is not None
+        probe = probe_from_check(lease_liveness(), row.heartbeat_at_ms)
+        evidence = await probe(row.owner, C, now)
+        if now == 30_000:
+            assert evidence is None  # the check still answers alive
+        else:
+            assert evidence == ev(A, now, "cross-host-unreachable-stale")
+        assert await store.claim_and_own("r", row, C, now, evidence) == expected
+    assert (await store.get("r")).owner == C
+
+
+async def test_typical_stuck_claim(store: RunStoreBase, clock: ManualClock) -> None:
+    row = await created(store)
+    assert await store.claim("r", row, A, 0) == Claimed(claimed_at_ms=0)
+    clock.set(30_001)
+    stuck = await store.get("r")
+    assert stuck.claim is not None and stuck.claimed_at_ms is not None
+    probe = probe_from_check(lease_liveness(), stuck.claimed_at_ms)
+    evidence = await probe(stuck.claim, B, 30_001)
+    assert evidence == ev(A, 30_001, "same-host-pid-dead")
+    outcome = await store.recover_claim("r", stuck.claim, stuck.claimed_at_ms, B, 30_001, evidence)
+    assert outcome == Recovered()
+    assert await store.claim("r", row, B, 30_001) == Claimed(claimed_at_ms=30_001)
+    assert await store.activate("r", B, 30_001, row) == Activated()
