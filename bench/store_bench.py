@@ -7,7 +7,9 @@ For each backend column this prints
 * ``raw tx/s``: the same number of minimal write transactions (``BEGIN IMMEDIATE``, one
   ``UPDATE``, ``COMMIT``) straight through the driver on a database with the same settings;
 * ``ratio``: store transactions per second divided by the raw rate (target: >= 0.5);
-* ``list 10k``: one idle ``list()`` of 10 000 registered triggers, in milliseconds.
+* ``list 10k``: one idle ``list()`` of 10 000 registered triggers, in milliseconds;
+* ``no-trio tx/s``: the store's own method bodies and SQL on a plain connection (no Trio, no
+  lock, no executor), which separates the schema's cost from the async plumbing's.
 
 A backend is one :class:`Column`; a PostgreSQL column is added by appending one more entry to
 :func:`columns` (a store factory and a raw-ceiling function for the same server).
@@ -55,6 +57,7 @@ class Column:
     name: str
     open_store: StoreFactory
     raw_ceiling: Callable[[Path, int], float]  # (directory, transactions) -> transactions/s
+    engine_only: Callable[[Path, int], float] | None = None  # (directory, cycles) -> cycles/s
 
 
 def _sqlite_store(executor: Callable[[], Executor]) -> StoreFactory:
@@ -90,9 +93,60 @@ def sqlite_raw_ceiling(directory: Path, transactions: int) -> float:
     return transactions / elapsed
 
 
+def sqlite_engine_without_trio(directory: Path, cycles: int) -> float:
+    """The store's own method bodies and SQL on a plain connection, without Trio or the lock.
+
+    Shows how much of the gap to the raw ceiling is the schema's work (several statements and
+    pages per transaction) and how much is the async plumbing.
+    """
+    from trio_triggers._store._engine import body_claim_fire, body_record_result, encode_trigger
+    from trio_triggers._store._sqlite_store import TRIGGER_MIGRATIONS, _SqliteTx
+
+    connection = sqlite3.connect(directory / "engine.sqlite", isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(f"PRAGMA synchronous = {SYNCHRONOUS}")
+        connection.execute("PRAGMA foreign_keys = ON")
+        for _, statements in TRIGGER_MIGRATIONS:
+            for statement in statements:
+                connection.execute(statement)
+        tx = _SqliteTx(connection)
+        tx.upsert(encode_trigger(trigger("bench")))
+        clock = TickingClock()
+        start = time.perf_counter()
+        for o in range(1, cycles + 1):
+            connection.execute("BEGIN IMMEDIATE")
+            claim = body_claim_fire(tx, "bench", o, 1, False, clock.now_ms())
+            connection.execute("COMMIT")
+            run_id = f"run-{o}"
+            launched = Result(
+                trigger_id="bench",
+                occurrence=o,
+                outcome="launched",
+                run_id=run_id,
+                reservation_id=claim.reservation_id,
+            )
+            connection.execute("BEGIN IMMEDIATE")
+            body_record_result(tx, launched)
+            connection.execute("COMMIT")
+            completed = Result(trigger_id="bench", occurrence=o, outcome="completed", run_id=run_id)
+            connection.execute("BEGIN IMMEDIATE")
+            body_record_result(tx, completed)
+            connection.execute("COMMIT")
+        elapsed = time.perf_counter() - start
+    finally:
+        connection.close()
+    return cycles / elapsed
+
+
 def columns() -> list[Column]:
     return [
-        Column("sqlite-inline", _sqlite_store(InlineExecutor), sqlite_raw_ceiling),
+        Column(
+            "sqlite-inline",
+            _sqlite_store(InlineExecutor),
+            sqlite_raw_ceiling,
+            sqlite_engine_without_trio,
+        ),
         Column("sqlite-threaded", _sqlite_store(ThreadExecutor), sqlite_raw_ceiling),
     ]
 
@@ -136,9 +190,9 @@ async def list_ms(store: TriggerStore, count: int) -> float:
 
 async def measure(
     column: Column, cycles: int, listed: int, rounds: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Best of ``rounds`` interleaved store/raw rounds (the machine may be shared and noisy)."""
-    rate = raw = 0.0
+    rate = raw = engine = 0.0
     with tempfile.TemporaryDirectory() as name:
         directory = Path(name)
         for index in range(rounds):
@@ -147,9 +201,11 @@ async def measure(
             async with column.open_store(round_dir) as store:
                 rate = max(rate, await cycles_per_second(store, cycles))
             raw = max(raw, column.raw_ceiling(round_dir, 3 * cycles))
+            if column.engine_only is not None:
+                engine = max(engine, column.engine_only(round_dir, cycles))
         async with column.open_store(directory) as store:
             list_time = await list_ms(store, listed)
-    return rate, raw, list_time
+    return rate, raw, engine, list_time
 
 
 def main() -> None:
@@ -160,14 +216,19 @@ def main() -> None:
     args = parser.parse_args()
     print(f"synchronous={SYNCHRONOUS}, {args.cycles} cycles (3 write transactions each)")
     header = f"{'backend':<16} {'cycles/s':>10} {'store tx/s':>11} {'raw tx/s':>10}"
-    print(header + f" {'ratio':>6} {'list 10k ms':>12}")
+    print(header + f" {'ratio':>6} {'list 10k ms':>12} {'no-trio tx/s':>13}")
     for column in columns():
-        rate, raw, list_time = trio.run(measure, column, args.cycles, args.listed, args.rounds)
+        rate, raw, engine, list_time = trio.run(
+            measure, column, args.cycles, args.listed, args.rounds
+        )
         ratio = 3 * rate / raw
+        floor = f"{3 * engine:>13.0f}" if engine else f"{'-':>13}"
         print(
             f"{column.name:<16} {rate:>10.0f} {3 * rate:>11.0f} {raw:>10.0f}"
-            f" {ratio:>6.2f} {list_time:>12.1f}"
+            f" {ratio:>6.2f} {list_time:>12.1f} {floor}"
         )
+    print("ratio = store tx/s / raw tx/s (target >= 0.5); no-trio = the store's method bodies")
+    print("and SQL on a plain connection, without Trio, the lock or the executor")
 
 
 if __name__ == "__main__":
