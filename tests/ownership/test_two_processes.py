@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,52 @@ class Lines:
         return decoded
 
 
+def write_lock_is_free(path: str) -> bool:
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+
+
+def is_stopped(pid: int) -> bool | None:
+    """Whether Linux reports ``pid`` as stopped (``None`` without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return fields[0] in ("T", "t")
+
+
+async def stopped(pid: int) -> None:
+    """Wait until the kernel has actually stopped the process (or pause without ``/proc``)."""
+    with trio.fail_after(5):
+        while True:
+            state = is_stopped(pid)
+            if state is None:
+                await trio.sleep(0.1)
+                return
+            if state:
+                return
+            await trio.sleep(0.001)
+
+
+async def freeze_outside_a_transaction(pid: int, path: str) -> None:
+    """SIGSTOP A, but never while it holds the write lock (B could then never write)."""
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        await stopped(pid)
+        if write_lock_is_free(path):
+            return
+        os.kill(pid, signal.SIGCONT)
+        await trio.sleep(0.01)
+
+
 @pytest.mark.slow
 async def test_takeover_of_a_frozen_owner(tmp_path: Path) -> None:
     path = str(tmp_path / "runs.sqlite")
@@ -71,7 +118,7 @@ async def test_takeover_of_a_frozen_owner(tmp_path: Path) -> None:
             lines = Lines(proc.stdout)
             assert (await lines.next())["owned"] == "Activated"
             await trio.sleep(1.5)  # at least one real heartbeat
-            os.kill(proc.pid, signal.SIGSTOP)
+            await freeze_outside_a_transaction(proc.pid, path)
             while True:  # wait, by B's clock, until A's stamp is stale
                 row = await store.get("r")
                 assert row.owner is not None and row.heartbeat_at_ms is not None
