@@ -294,6 +294,7 @@ def _compile(expression: str) -> _Compiled:
 
 _FIXED_OFFSET: Final = re.compile(r"([+-])([0-9]{2}):([0-9]{2})", re.ASCII)
 _BUCKET_HOURS: Final = 1024
+_MAX_BUCKETS: Final = 2048  # about 240 years of hourly samples per zone
 
 
 class _Zone:
@@ -323,6 +324,8 @@ class _Zone:
                 first + k for k in range(_BUCKET_HOURS) if samples[k] != samples[k + 1]
             )
             found = (samples, changes)
+            if len(self._buckets) >= _MAX_BUCKETS:  # a far-ranging caller: start over
+                self._buckets.clear()
             self._buckets[index] = found
         return found
 
@@ -547,6 +550,9 @@ class Cron:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Cron is immutable")
+
+    def __reduce__(self) -> tuple[object, tuple[str, str | None]]:
+        return (Cron.parse, (self._expression, self._timezone))
 
     @property
     def expression(self) -> str:

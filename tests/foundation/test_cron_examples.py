@@ -409,3 +409,14 @@ def test_leap_day_every_eight_years() -> None:
     assert cron.next(z("2096-03-01T00:00Z")) == z("2104-02-29T00:00Z")
     assert cron.previous_at_or_before(z("2104-02-28T00:00Z")) == z("2096-02-29T00:00Z")
     Cron.parse("0 0 29 2 *", "UTC", now=z("2096-03-01T00:00Z"))
+
+
+def test_cron_copies_and_pickles() -> None:
+    import copy
+    import pickle
+
+    cron = Cron.parse("0 9 * * 5", LA)
+    assert copy.deepcopy(cron) == cron
+    again = pickle.loads(pickle.dumps(cron))
+    assert again == cron
+    assert again.next(SPRING[0]) == cron.next(SPRING[0])
