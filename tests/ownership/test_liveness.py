@@ -199,3 +199,13 @@ async def test_pid_probe_without_posix_is_alive(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(os, "name", "nt")
     assert await same_host_pid_probe(me(4242), ctx(OBSERVER, 0, 0)) is True
     assert calls == []
+
+
+def test_shipped_checks_and_stores_satisfy_the_protocols() -> None:
+    """Typing-level conformance (mypy checks these assignments), plus a runtime sanity check."""
+    from trio_triggers._ownership import LivenessCheck, MemoryRunStore, RunStore
+
+    checks: list[LivenessCheck] = [same_host_pid_probe, lease_liveness()]
+    store: RunStore = MemoryRunStore()
+    assert all(callable(check) for check in checks)
+    assert callable(store.claim_and_own)
