@@ -284,8 +284,10 @@ async def hold_lease(
         outer = cancelled
     except trio.Cancelled as exc:
         outer = exc
+    if body_exc is not None and not isinstance(body_exc, Exception | trio.Cancelled):
+        raise body_exc  # KeyboardInterrupt, SystemExit, ...: never hidden behind LeaseLost
     if loop_exc is not None:
-        if body_exc is not None and not isinstance(body_exc, trio.Cancelled):
+        if isinstance(body_exc, Exception):
             loop_exc.__context__ = body_exc
         raise loop_exc
     if body_exc is not None:
