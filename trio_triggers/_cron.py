@@ -110,9 +110,15 @@ def _invalid_value(spec: _FieldSpec, item: str) -> TriggerError:
     )
 
 
+def _number(digits: str) -> int:
+    """ASCII digits as an int; absurdly long numbers (past ``int``'s digit limit) become -1."""
+    significant = digits.lstrip("0") or "0"
+    return int(significant) if len(significant) <= 6 else -1
+
+
 def _value(spec: _FieldSpec, text: str, item: str) -> int:
-    if text.isdigit():
-        number = int(text)
+    if text.isdigit():  # ASCII digits only: the item pattern allows nothing else
+        number = _number(text)
     else:
         found = spec.names.get(text.lower())
         if found is None:
@@ -132,7 +138,7 @@ def _parse_field(spec: _FieldSpec, segment: str) -> frozenset[int]:
         step_text = match.group("step")
         step = 1
         if step_text is not None:
-            step = int(step_text)
+            step = _number(step_text)
             if not 1 <= step <= spec.high:
                 raise _invalid_value(spec, item)
         if match.group("star"):

@@ -420,3 +420,12 @@ def test_cron_copies_and_pickles() -> None:
     again = pickle.loads(pickle.dumps(cron))
     assert again == cron
     assert again.next(SPRING[0]) == cron.next(SPRING[0])
+
+
+def test_absurdly_long_numbers_are_invalid_values() -> None:
+    for expression in ["1" * 5000 + " * * * *", "*/" + "9" * 5000 + " * * * *"]:
+        with pytest.raises(TriggerError) as info:
+            Cron.parse(expression, "UTC")
+        assert info.value.code == "invalid_cron"
+        assert info.value.message.startswith("Invalid value for minute in cron expression: ")
+    assert Cron.parse("0000000000000005 * * * *", "UTC").next(0) == 5 * 60_000
