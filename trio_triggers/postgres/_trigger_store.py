@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
@@ -173,45 +174,72 @@ class _PostgresTx:
     ``lock`` is true for the methods that may write: :meth:`state` then locks the trigger row.
     """
 
-    __slots__ = ("_c", "_lock")
+    __slots__ = ("_c", "_lock", "_pending")
 
     def __init__(self, connection: Connection, *, lock: bool) -> None:
         self._c = connection
         self._lock = lock
+        self._pending: list[tuple[str, tuple[object, ...]]] = []
+
+    def _write(self, sql: str, params: tuple[object, ...]) -> None:
+        """Queue a write whose result nobody reads; it is sent with the next read or COMMIT."""
+        self._pending.append((sql, params))
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> psycopg.Cursor[TupleRow]:
+        """Run a statement whose result is read, after the queued writes (one round trip)."""
+        if not self._pending:
+            return self._c.execute(sql, params)
+        pending, self._pending = self._pending, []
+        with self._c.pipeline():
+            for queued, queued_params in pending:
+                self._c.execute(queued, queued_params)
+            cursor = self._c.execute(sql, params)
+        return cursor
+
+    def finish(self) -> None:
+        """Send the queued writes and COMMIT together (pipeline mode: one round trip)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            self._c.commit()
+            return
+        with self._c.pipeline():
+            for queued, queued_params in pending:
+                self._c.execute(queued, queued_params)
+            self._c.commit()
 
     def trigger(self, trigger_id: str) -> RawTrigger | None:
-        return self._c.execute(_SELECT_TRIGGER, (trigger_id,)).fetchone()
+        return self._query(_SELECT_TRIGGER, (trigger_id,)).fetchone()
 
     def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
-        return self._c.execute(_SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS).fetchall()
+        return self._query(_SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS).fetchall()
 
     def state(self, trigger_id: str) -> RawState | None:
         sql = _LOCK_STATE if self._lock else _SELECT_STATE
-        return self._c.execute(sql, (trigger_id,)).fetchone()
+        return self._query(sql, (trigger_id,)).fetchone()
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
-        row = self._c.execute(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
+        row = self._query(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
     ) -> tuple[RawState, tuple[object, object] | None] | None:
         sql = _LOCK_STATE_WITH_FIRE if self._lock else _SELECT_STATE_WITH_FIRE
-        row = self._c.execute(sql, (occurrence, trigger_id)).fetchone()
+        row = self._query(sql, (occurrence, trigger_id)).fetchone()
         if row is None:
             return None
         return row[:6], ((row[7], row[8]) if row[6] else None)
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
-        self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
+        self._write(_INSERT_FIRE, (trigger_id, occurrence))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
-        row = self._c.execute(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
+        row = self._query(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
     def upsert(self, trigger: EncodedTrigger) -> None:
-        self._c.execute(
+        self._write(
             _UPSERT,
             (
                 trigger.trigger_id,
@@ -227,34 +255,34 @@ class _PostgresTx:
         )
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
-        c = self._c
+        c = self
         if isinstance(write, SetOutcome):
             sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
-            c.execute(sql, (write.outcome, trigger_id, write.occurrence))
+            c._write(sql, (write.outcome, trigger_id, write.occurrence))
         elif isinstance(write, SetRunId):
-            c.execute(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
+            c._write(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
         elif isinstance(write, WriteFire):
             if write.keep_run_id:
-                c.execute(
+                c._write(
                     _WRITE_FIRE_KEEP, (write.outcome, write.error, trigger_id, write.occurrence)
                 )
             else:
-                c.execute(
+                c._write(
                     _WRITE_FIRE,
                     (write.outcome, write.run_id, write.error, trigger_id, write.occurrence),
                 )
         elif isinstance(write, ReleaseReservation):
-            c.execute(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
+            c._write(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
         elif isinstance(write, ReplaceHolder):
-            c.execute(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
+            c._write(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
         elif isinstance(write, AdvanceCursor):
-            c.execute(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
+            c._write(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
         elif isinstance(write, SetPending):
-            c.execute(_SET_PENDING, (write.pending, trigger_id))
+            c._write(_SET_PENDING, (write.pending, trigger_id))
         elif isinstance(write, ClearPendingIf):
-            c.execute(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
+            c._write(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
         elif isinstance(write, Reserve):
-            c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
+            c._write(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
         else:  # pragma: no cover - exhaustive
             raise AssertionError(f"unknown write {write!r}")
 
@@ -266,7 +294,7 @@ class _PostgresTx:
             following = writes[index + 1] if index + 1 < count else None
             if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
                 o = write.occurrence
-                self._c.execute(
+                self._write(
                     _ADVANCE_AND_REPLACE,
                     (o, o, following.expected, following.holder, following.expected, trigger_id),
                 )
@@ -301,17 +329,17 @@ class _PostgresTx:
         else:
             sql += " LIMIT %s"
             params.append(fetch)
-        rows = self._c.execute(sql, params).fetchall()
+        rows = self._query(sql, params).fetchall()
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def prune(self, older_than: int) -> int:
-        return self._c.execute(_PRUNE, (older_than,)).rowcount
+        return self._query(_PRUNE, (older_than,)).rowcount
 
     def heartbeat(self, host: str, at: int) -> None:
-        self._c.execute(_HEARTBEAT, (host, at))
+        self._write(_HEARTBEAT, (host, at))
 
     def last_heartbeat(self) -> tuple[object, object] | None:
-        row = self._c.execute(_LAST_HEARTBEAT).fetchone()
+        row = self._query(_LAST_HEARTBEAT).fetchone()
         return None if row is None else (row[0], row[1])
 
 
@@ -369,10 +397,15 @@ class PostgresTriggerStore(EngineStore):
         # cannot read a Trio clock, and the database's now() is never used.
         at = self._clock.now_ms() if now else 0
         lock = method not in READ_ONLY_METHODS
+
+        def work(connection: Connection) -> T:
+            tx = _PostgresTx(connection, lock=lock)
+            result = body(tx, at)
+            tx.finish()  # the queued writes and COMMIT in one round trip
+            return result
+
         try:
-            return await self._database.transaction(
-                lambda connection: body(_PostgresTx(connection, lock=lock), at)
-            )
+            return await self._database.transaction(work)
         except TriggerError:
             raise
         except (psycopg.Error, ValueError, OverflowError) as exc:
