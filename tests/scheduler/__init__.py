@@ -1,0 +1,1 @@
+"""Tests of the runners and the scheduler (issue 4)."""

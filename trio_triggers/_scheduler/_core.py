@@ -1,0 +1,827 @@
+"""The scheduler: ``open_scheduler``, the tick, the launch task and its monitor.
+
+``triggers.md`` §12 is the contract; the pseudo-code there is followed step by step and the
+section numbers are quoted next to the code that implements them. The whole task tree is here:
+
+* ``open_scheduler`` opens the **scheduler nursery**. It owns every launch task; leaving the
+  block cancels them, which only detaches them (their ``finally`` blocks edit memory, never the
+  store or the runner).
+* ``run_once`` holds a lock and processes the listed triggers in a per-tick nursery, at most
+  ``concurrency`` at a time. It never waits for a launch: each granted claim becomes a launch
+  task started with ``nursery.start`` that returns as soon as the task has taken its entry.
+* ``serve`` ticks forever, sleeping until the earliest next occurrence among the enabled
+  triggers (capped by ``poll_interval``), or until :meth:`Scheduler.wake` is called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn, TypeVar
+
+import trio
+
+from .. import _instrument as instrument
+from .._clock import SystemWallClock, WallClock
+from .._constants import PRUNE_INTERVAL_MS
+from .._cron import Cron
+from .._declarations import RegisteredTrigger, Trigger
+from .._errors import TriggerError
+from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
+from .._policies import due_occurrences
+from .._store._models import Claim, Held, Listed, Result
+from .._store._protocol import TriggerStore
+from . import _wake
+from ._groups import one_exception
+from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
+from ._runner import RUN_STATES, Runner, RunState, StartRequest
+
+__all__ = ["PRUNE_INTERVAL_MS", "Scheduler", "end_result", "open_scheduler"]
+
+logger = logging.getLogger("trio_triggers.scheduler")
+
+INSPECTION_ATTEMPTS = 4
+MAX_INSPECTION_PAUSE_MS = 60_000
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What this process believes it owns for one trigger (§12.3).
+
+    ``scope`` is the cancel scope of a live launch task (a live monitor owns the entry);
+    ``None`` means nobody in this process watches it. ``occurrence is None`` marks a foreign
+    run whose occurrence is unknown.
+    """
+
+    occurrence: int | None
+    run_id: str
+    scope: trio.CancelScope | None
+
+
+class _StaleRevision(Exception):
+    """``claim_fire`` answered ``revision_mismatch`` (private control flow of §12.6)."""
+
+    def __init__(self, error: TriggerError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def end_result(trigger_id: str, occurrence: int, run_id: str, state: RunState) -> Result:
+    """Map a stopped run state to the result that settles its occurrence (§12.4)."""
+    if state == "completed":
+        return Result(
+            trigger_id=trigger_id, occurrence=occurrence, outcome="completed", run_id=run_id
+        )
+    if state == "cancelled":
+        error = f"Run {run_id} was cancelled"
+    elif state == "missing":
+        error = f"Run {run_id} is unknown to the runner"
+    else:
+        error = f"Run {run_id} failed"
+    return Result(
+        trigger_id=trigger_id, occurrence=occurrence, outcome="failed", run_id=run_id, error=error
+    )
+
+
+def _copy_input(value: Any) -> Any:
+    return copy.deepcopy(value) if isinstance(value, dict | list) else value
+
+
+class Scheduler:
+    """One scheduler instance; obtain it from :func:`open_scheduler`."""
+
+    def __init__(
+        self,
+        store: TriggerStore,
+        runner: Runner,
+        options: SchedulerOptions,
+        settings: Settings,
+        clock: WallClock,
+        nursery: trio.Nursery,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._options = options
+        self._settings = settings
+        self._clock = clock
+        self._nursery = nursery
+        self._active: dict[str, Entry] = {}
+        self._observed: dict[str, int] = {}
+        self._lock = trio.Lock()
+        self._last_pruned_at: int | None = None
+        self._closed = False
+        self._wake_event = trio.Event()
+        self._next_due: dict[str, int] = {}
+        self._crons: dict[tuple[str, str | None], Cron] = {}
+        self._superseding: dict[tuple[str, int | None], trio.Event] = {}
+
+    # ------------------------------------------------------------------ public surface
+
+    @property
+    def store(self) -> TriggerStore:
+        return self._store
+
+    @property
+    def runner(self) -> Runner:
+        return self._runner
+
+    @property
+    def options(self) -> SchedulerOptions:
+        return self._options
+
+    @property
+    def host(self) -> str:
+        return self._settings.host
+
+    def watermark(self, trigger_id: str) -> int | None:
+        """This instance's watermark for a trigger (``None`` before first sight)."""
+        return self._observed.get(trigger_id)
+
+    def owned(self) -> dict[str, Entry]:
+        """A copy of the in-memory ownership table (trigger id → :class:`Entry`)."""
+        return dict(self._active)
+
+    def next_due_at(self) -> int | None:
+        """The earliest next occurrence among the enabled triggers of the last tick."""
+        return min(self._next_due.values(), default=None)
+
+    def wake(self) -> None:
+        """Make ``serve`` tick now instead of sleeping until the next deadline.
+
+        Synchronous and cheap; call it from any task of the same Trio run (a registration
+        through :meth:`register`, or any store that calls
+        :func:`trio_triggers._scheduler._wake.notify_registered`, does it for you).
+        """
+        self._wake_event.set()
+
+    async def register(self, trigger: Trigger) -> RegisteredTrigger:
+        """``store.register(trigger)``, then wake every scheduler of this store at once."""
+        registered = await self._store.register(trigger)
+        _wake.notify_registered(self._store)
+        return registered
+
+    async def run_once(self) -> None:
+        """One tick (§12.5): heartbeat, hourly prune, listing, per-trigger processing."""
+        if self._closed:
+            raise RuntimeError("run_once called after its open_scheduler block has exited")
+        async with self._lock:
+            started = trio.current_time()
+            try:
+                with instrument.span("Scheduler.run_once", {"host": self._settings.host}):
+                    await self._tick()
+            finally:
+                instrument.record_histogram(
+                    instrument.TICK_DURATION_MS, (trio.current_time() - started) * 1000
+                )
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> NoReturn:
+        """The supervisor loop (§12.15), waking on the earliest deadline.
+
+        Validates ``poll_interval`` before reporting itself started. A failed tick is logged
+        and the loop goes on; cancellation ends it.
+        """
+        poll_ms = validate_poll_interval(self._options)
+        task_status.started()
+        while True:
+            try:
+                await self.run_once()
+            except Exception:
+                logger.error(
+                    "A trigger scheduler tick failed",
+                    exc_info=True,
+                    extra={"host": self._settings.host},
+                )
+            await self._sleep_until_due(poll_ms)
+
+    # ------------------------------------------------------------------ supervisor sleep
+
+    async def _sleep_until_due(self, poll_ms: int) -> None:
+        # Sleep until the earliest next occurrence (a wall-clock instant) or the poll cap,
+        # re-reading the wall clock after every wake-up: a wall clock can jump.
+        poll_deadline = trio.current_time() + poll_ms / 1000
+        while not self._wake_event.is_set():
+            remaining = poll_deadline - trio.current_time()
+            due = self.next_due_at()
+            if due is not None:
+                until_due = (due - self._clock.now_ms()) / 1000
+                if until_due <= 0:
+                    return
+                # A floored wall clock can read 1 ms early after an exact sleep: never
+                # sleep less than a millisecond, then re-check.
+                remaining = min(remaining, max(until_due, 0.001))
+            if remaining <= 0:
+                return
+            with trio.move_on_after(remaining):
+                await self._wake_event.wait()
+
+    # ------------------------------------------------------------------ helpers (§12.4)
+
+    async def _record(self, result: Result) -> None:
+        await self._store.record_result(result)
+        instrument.add_counter(instrument.FIRES, 1, {"outcome": result.outcome})
+
+    async def _deadline(self, what: str, timeout_ms: int, fn: Callable[[], Awaitable[T]]) -> T:
+        with trio.move_on_after(timeout_ms / 1000):
+            return await fn()
+        raise TriggerError("runner_timeout", f"{what} did not answer within {timeout_ms} ms")
+
+    async def _call_start(self, request: StartRequest) -> str:
+        return await self._deadline(
+            f"Runner.start for {request.idempotency_key}",
+            self._settings.start_timeout_ms,
+            lambda: self._runner.start(request),
+        )
+
+    async def _call_inspect(self, run_id: str) -> RunState:
+        state = await self._deadline(
+            f"Runner.inspect for run {run_id}",
+            self._settings.inspect_timeout_ms,
+            lambda: self._runner.inspect(run_id),
+        )
+        if not isinstance(state, str) or state not in RUN_STATES:
+            raise TriggerError(
+                "runner", f"Runner.inspect for run {run_id} answered an unknown state {state!r}"
+            )
+        return state
+
+    async def _call_cancel(self, run_id: str) -> None:
+        await self._deadline(
+            f"Runner.cancel for run {run_id}",
+            self._settings.cancel_timeout_ms,
+            lambda: self._runner.cancel(run_id),
+        )
+
+    async def _isolated(
+        self,
+        work: str,
+        fn: Callable[[], Awaitable[object]],
+        extra: dict[str, object],
+        level: int = logging.ERROR,
+    ) -> None:
+        """Isolated work (§1.6): failures are logged and swallowed, cancellation propagates."""
+        try:
+            await fn()
+        except Exception:
+            logger.log(level, f"A trigger {work} failed", exc_info=True, extra=extra)
+
+    # ---- in-memory ownership (§12.3)
+
+    def _take(self, trigger_id: str, entry: Entry) -> None:
+        self._active[trigger_id] = entry
+
+    def _update(
+        self,
+        trigger_id: str,
+        occurrence: int | None,
+        *,
+        run_id: str | None = None,
+        detach: bool = False,
+    ) -> None:
+        current = self._active.get(trigger_id)
+        if current is None or current.occurrence != occurrence:
+            return
+        if run_id is not None:
+            current = replace(current, run_id=run_id)
+        if detach:
+            current = replace(current, scope=None)
+        self._active[trigger_id] = current
+
+    def _remove(self, trigger_id: str, occurrence: int | None) -> None:
+        current = self._active.get(trigger_id)
+        if current is not None and current.occurrence == occurrence:
+            del self._active[trigger_id]
+
+    def _observe(self, trigger_id: str, occurrence: int) -> None:
+        current = self._observed.get(trigger_id)
+        if current is None or occurrence > current:
+            self._observed[trigger_id] = occurrence
+
+    # ------------------------------------------------------------------ the tick (§12.5)
+
+    async def _tick(self) -> None:
+        host = self._settings.host
+        # Wake-ups that arrive from here on need another tick; earlier ones are served by
+        # this one (its listing is read below).
+        self._wake_event = trio.Event()
+        await self._isolated(
+            "heartbeat", lambda: self._store.heartbeat(host), {"host": host}, logging.WARNING
+        )
+        now = self._clock.now_ms()
+        if self._last_pruned_at is None or now - self._last_pruned_at >= PRUNE_INTERVAL_MS:
+            self._last_pruned_at = now
+            cutoff = now - self._settings.fire_retention_ms
+            await self._isolated(
+                "fire ledger prune",
+                lambda: self._store.prune_fires(cutoff),
+                {"host": host},
+                logging.WARNING,
+            )
+        listing = await self._store.list()
+        next_due: dict[str, int] = {}
+        limiter = trio.CapacityLimiter(self._settings.concurrency)
+        with one_exception():
+            async with trio.open_nursery() as nursery:
+                for row in listing:
+                    # ``start`` returns once the row's task holds a slot, so rows begin in
+                    # listing order and at most ``concurrency`` run at once.
+                    await nursery.start(self._process_row, row, limiter, next_due)
+        self._next_due = next_due
+
+    async def _process_row(
+        self,
+        row: Listed,
+        limiter: trio.CapacityLimiter,
+        next_due: dict[str, int],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with limiter:
+            task_status.started()
+            trigger = row.trigger
+            if row.error is not None or trigger is None:
+                logger.error(
+                    "A trigger tick failed",
+                    exc_info=row.error,
+                    extra={"trigger_id": row.trigger_id},
+                )
+                return
+            try:
+                await self.process_trigger(
+                    trigger, Held(active_run_id=row.active_run_id, pending_at=row.pending_at)
+                )
+            except Exception:
+                logger.error(
+                    "A trigger tick failed", exc_info=True, extra={"trigger_id": row.trigger_id}
+                )
+            if trigger.enabled:
+                upcoming = self._next_occurrence(trigger)
+                if upcoming is not None:
+                    next_due[trigger.id] = upcoming
+
+    def _next_occurrence(self, trigger: RegisteredTrigger) -> int | None:
+        key = (trigger.cron, trigger.timezone)
+        now = self._clock.now_ms()
+        try:
+            cron = self._crons.get(key)
+            if cron is None:
+                if len(self._crons) > 10_000:
+                    self._crons.clear()
+                cron = self._crons[key] = Cron.parse(trigger.cron, trigger.timezone, now=now)
+            return cron.next(now)
+        except TriggerError:
+            return None
+
+    # ------------------------------------------------------------------ §12.6
+
+    async def process_trigger(
+        self, trigger: RegisteredTrigger, held: Held | None, refreshed: bool = False
+    ) -> None:
+        """Per-trigger processing (§12.6); raises what the tick isolates."""
+        with instrument.span("Scheduler.process_trigger", {"trigger_id": trigger.id}):
+            await self._process_trigger(trigger, held, refreshed)
+
+    async def _process_trigger(
+        self, trigger: RegisteredTrigger, held: Held | None, refreshed: bool
+    ) -> None:
+        now = self._clock.now_ms()
+        running = await self._resolve_active(trigger, held)
+        if not trigger.enabled:
+            return  # recovery only, never new work
+        if running is None or trigger.overlap == "supersede":
+            await self._resume_pending(trigger, held)
+        due = due_occurrences(trigger, now, self._observed.get(trigger.id))
+        dispatched: int | None = None
+        interrupted = False
+        stale = False
+        for o in due.occurrences:
+            try:
+                await self._claim_once(trigger, o)
+            except _StaleRevision:
+                stale = True
+                break
+            except Exception:
+                logger.error(
+                    f"A trigger dispatch of occurrence {o} failed",
+                    exc_info=True,
+                    extra={"trigger_id": trigger.id, "occurrence": o},
+                )
+                interrupted = True
+                continue
+            if not interrupted:
+                dispatched = o
+        if stale:
+            if dispatched is not None:
+                self._observe(trigger.id, dispatched)
+            if refreshed:
+                return
+            current = await self._store.get(trigger.id)
+            if current is None or current.revision == trigger.revision:
+                return
+            await self.process_trigger(current, None, refreshed=True)
+            return
+        if not interrupted:
+            self._observe(trigger.id, due.watermark)
+        elif dispatched is not None:
+            self._observe(trigger.id, dispatched)
+
+    # ------------------------------------------------------------------ §12.7
+
+    async def _stored_active(self, trigger: RegisteredTrigger, held: Held | None) -> str | None:
+        if held is not None and held.active_run_id is None:
+            return None
+        return await self._store.active_run(trigger.id)
+
+    async def _inspect_stored(self, run_id: str) -> RunState:
+        if is_reservation(run_id):
+            return "active"  # the runner is never asked about a reservation
+        return await self._call_inspect(run_id)
+
+    async def _occurrence_of(self, trigger: RegisteredTrigger, run_id: str) -> int | None:
+        parsed = reservation_occurrence(run_id)
+        if parsed is not None:
+            return parsed
+        return await self._store.active_occurrence(trigger.id, run_id)
+
+    async def _settle_recovered(
+        self, trigger: RegisteredTrigger, occurrence: int | None, run_id: str, state: RunState
+    ) -> None:
+        if occurrence is None:
+            await self._store.clear_active(trigger.id, run_id)
+            return
+        try:
+            await self._record(end_result(trigger.id, occurrence, run_id, state))
+        except TriggerError as err:
+            if err.code != "stale_owner":
+                raise
+            # Another party has already settled or superseded the occurrence.
+
+    async def _recover_stored(self, trigger: RegisteredTrigger, run_id: str) -> Entry | None:
+        occurrence = await self._occurrence_of(trigger, run_id)
+        state = await self._inspect_stored(run_id)
+        if state != "active":
+            await self._settle_recovered(trigger, occurrence, run_id, state)
+            return None
+        entry = Entry(occurrence, run_id, None)
+        self._take(trigger.id, entry)
+        return entry
+
+    async def _resolve_active(self, trigger: RegisteredTrigger, held: Held | None) -> Entry | None:
+        local = self._active.get(trigger.id)
+        if local is not None:
+            if local.scope is not None:
+                return local  # a live monitor owns it: no reads at all
+            if not is_reservation(local.run_id):
+                state = await self._inspect_stored(local.run_id)
+                if state == "active":
+                    return local
+                await self._settle_recovered(trigger, local.occurrence, local.run_id, state)
+                self._remove(trigger.id, local.occurrence)
+            else:
+                stored = await self._stored_active(trigger, held)
+                if stored is None:
+                    self._remove(trigger.id, local.occurrence)
+                    return None
+                if stored == local.run_id:
+                    return local
+                self._remove(trigger.id, local.occurrence)
+                return await self._recover_stored(trigger, stored)
+        stored = await self._stored_active(trigger, held)
+        return None if stored is None else await self._recover_stored(trigger, stored)
+
+    # ------------------------------------------------------------------ §12.8
+
+    async def _resume_pending(self, trigger: RegisteredTrigger, held: Held | None) -> None:
+        if held is not None and held.pending_at is None and held.active_run_id is None:
+            return
+        current = trigger
+        try:
+            pending = await self._store.claim_pending(
+                trigger.id, expected_revision=current.revision
+            )
+        except TriggerError as err:
+            if err.code != "revision_mismatch":
+                raise
+            fresh = await self._store.get(trigger.id)
+            if fresh is None or fresh.revision == current.revision:
+                raise
+            current = fresh  # used for this dispatch only
+            pending = await self._store.claim_pending(
+                trigger.id, expected_revision=current.revision
+            )
+        if pending is None or not pending.claim.claimed:
+            return
+        claim = pending.claim
+        occurrence = pending.occurrence
+        try:
+            await self._dispatch_claimed(current, occurrence, claim, resume_buffered=True)
+        except Exception:
+            if claim.action in ("fire", "supersede"):
+                reservation = claim.reservation_id or ""
+
+                async def compensate() -> None:
+                    await self._store.restore_pending(trigger.id, occurrence, reservation)
+
+            else:
+
+                async def compensate() -> None:
+                    await self._store.set_pending(trigger.id, occurrence)
+
+            await self._isolated(
+                "buffered launch compensation",
+                compensate,
+                {"trigger_id": trigger.id, "occurrence": occurrence},
+            )
+            raise
+
+    # ------------------------------------------------------------------ §12.9
+
+    async def _claim_once(self, trigger: RegisteredTrigger, o: int) -> None:
+        try:
+            claim = await self._store.claim_fire(trigger.id, o, expected_revision=trigger.revision)
+        except TriggerError as err:
+            if err.code == "revision_mismatch":
+                raise _StaleRevision(err) from err
+            raise
+        if not claim.claimed:
+            return
+        await self._dispatch_claimed(trigger, o, claim)
+
+    async def _dispatch_claimed(
+        self, trigger: RegisteredTrigger, o: int, claim: Claim, resume_buffered: bool = False
+    ) -> None:
+        action = claim.action
+        if action == "skip":
+            await self._record(Result(trigger_id=trigger.id, occurrence=o, outcome="skipped"))
+            return
+        if action == "buffer":
+            await self._record(Result(trigger_id=trigger.id, occurrence=o, outcome="buffered"))
+            return
+        reservation = claim.reservation_id
+        if action not in ("fire", "supersede") or reservation is None:
+            raise TriggerError("store", f"claim for trigger {trigger.id} has an unusable shape")
+        if action == "supersede" and claim.active_run_id is not None:
+            displaced = claim.active_run_id
+            local = self._active.get(trigger.id)
+            if local is not None and local.run_id == displaced:
+                prior = local
+            else:
+                prior = Entry(await self._occurrence_of(trigger, displaced), displaced, None)
+            await self._cancel_active(trigger, prior, o, reservation, queue=not resume_buffered)
+        await self._nursery.start(self._launch_task, trigger, o, reservation, resume_buffered)
+
+    # ------------------------------------------------------------------ §12.10
+
+    async def _cancel_active(
+        self,
+        trigger: RegisteredTrigger,
+        prior: Entry,
+        replacement: int,
+        reservation: str,
+        queue: bool,
+    ) -> None:
+        is_run = not is_reservation(prior.run_id)
+        # While the prior run is being cancelled and recorded ``superseded``, its own monitor
+        # (if it lives in this process) must not settle it as ``failed`` ("was cancelled")
+        # from the cancellation we are causing: it waits for this gate (see _launch_task).
+        gate = (trigger.id, prior.occurrence)
+        if prior.scope is not None and is_run:
+            self._superseding[gate] = trio.Event()
+        try:
+            if is_run:
+                try:
+                    await self._call_cancel(prior.run_id)
+                except Exception:
+                    if queue:
+                        await self._isolated(
+                            "supersede compensation",
+                            lambda: self._store.restore_pending(
+                                trigger.id, replacement, reservation
+                            ),
+                            {"trigger_id": trigger.id, "occurrence": replacement},
+                        )
+                    raise
+            if prior.occurrence is not None and is_run:
+                await self._record(
+                    Result(
+                        trigger_id=trigger.id,
+                        occurrence=prior.occurrence,
+                        outcome="superseded",
+                        run_id=prior.run_id,
+                    )
+                )
+            if prior.scope is not None:
+                prior.scope.cancel()
+            self._remove(trigger.id, prior.occurrence)
+        finally:
+            event = self._superseding.pop(gate, None)
+            if event is not None:
+                event.set()
+
+    # ------------------------------------------------------------------ §12.11
+
+    async def _launch_task(
+        self,
+        trigger: RegisteredTrigger,
+        o: int,
+        reservation: str,
+        preserve_buffered: bool,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        run_id: str | None = None
+        launch_recorded = False
+        completed = False
+        with trio.CancelScope() as scope:
+            self._take(trigger.id, Entry(o, reservation, scope))
+            task_status.started()
+            try:
+                try:
+                    run_id = await self._timed_start(trigger, o)
+                    self._update(trigger.id, o, run_id=run_id)
+                    await self._record(
+                        Result(
+                            trigger_id=trigger.id,
+                            occurrence=o,
+                            outcome="launched",
+                            run_id=run_id,
+                            reservation_id=reservation,
+                        )
+                    )
+                    launch_recorded = True
+                    state = await self._monitor(trigger, run_id)
+                    if state is None:
+                        return  # detached after inspection retries
+                    gate = self._superseding.get((trigger.id, o))
+                    if gate is not None:
+                        # A supersede is cancelling this run; if it records ``superseded`` it
+                        # cancels our scope while we wait, otherwise we settle as usual.
+                        await gate.wait()
+                    await self._record(end_result(trigger.id, o, run_id, state))
+                    completed = True
+                    if trigger.overlap == "buffer-one":
+                        self.wake()  # a buffered occurrence may now be owed
+                except TriggerError as err:
+                    await self._handle_launch_failure(
+                        err, trigger, o, reservation, run_id, launch_recorded, preserve_buffered
+                    )
+                except Exception:
+                    extra: dict[str, object] = {"trigger_id": trigger.id, "occurrence": o}
+                    if run_id is not None:
+                        extra["run_id"] = run_id
+                    message = (
+                        "A trigger run monitor failed"
+                        if launch_recorded
+                        else "A trigger launch failed"
+                    )
+                    logger.error(message, exc_info=True, extra=extra)
+            finally:
+                if launch_recorded and not completed:
+                    self._update(trigger.id, o, detach=True)  # keep ownership for the next tick
+                else:
+                    self._remove(trigger.id, o)
+
+    async def _timed_start(self, trigger: RegisteredTrigger, o: int) -> str:
+        request = StartRequest(
+            flow_id=trigger.flow_id,
+            input=_copy_input(trigger.input),
+            idempotency_key=idempotency_key(trigger.id, o),
+        )
+        started = trio.current_time()
+        try:
+            with instrument.span(
+                "Scheduler.launch", {"trigger_id": trigger.id, "occurrence": iso(o)}
+            ):
+                return await self._call_start(request)
+        finally:
+            instrument.record_histogram(
+                instrument.LAUNCH_DURATION_MS, (trio.current_time() - started) * 1000
+            )
+
+    # ------------------------------------------------------------------ §12.12
+
+    async def _monitor(self, trigger: RegisteredTrigger, run_id: str) -> RunState | None:
+        while True:
+            state = await self._inspect_run(trigger, run_id)
+            if state is None:
+                return None
+            if state != "active":
+                return state
+            await trio.sleep(self._settings.run_poll_interval_ms / 1000)
+
+    async def _inspect_run(self, trigger: RegisteredTrigger, run_id: str) -> RunState | None:
+        for k in range(INSPECTION_ATTEMPTS):
+            try:
+                return await self._call_inspect(run_id)
+            except Exception:
+                logger.warning(
+                    "A trigger run inspection failed",
+                    exc_info=True,
+                    extra={"trigger_id": trigger.id, "run_id": run_id, "attempt": str(k + 1)},
+                )
+                if k == INSPECTION_ATTEMPTS - 1:
+                    logger.warning(
+                        "A trigger run monitor detached after inspection retries",
+                        extra={"trigger_id": trigger.id, "run_id": run_id},
+                    )
+                    return None
+                pause_ms = min(self._settings.run_poll_interval_ms * 2**k, MAX_INSPECTION_PAUSE_MS)
+                await trio.sleep(pause_ms / 1000)
+        return None  # pragma: no cover
+
+    # ------------------------------------------------------------------ §12.13
+
+    async def _handle_launch_failure(
+        self,
+        err: TriggerError,
+        trigger: RegisteredTrigger,
+        o: int,
+        reservation: str,
+        run_id: str | None,
+        launch_recorded: bool,
+        preserve_buffered: bool,
+    ) -> None:
+        base: dict[str, object] = {"trigger_id": trigger.id, "occurrence": o}
+        with_run = dict(base, run_id=run_id) if run_id is not None else base
+        error_info = (type(err), err, err.__traceback__)
+        if launch_recorded:
+            # 1: the end result could not be written; the next tick re-inspects and settles.
+            logger.error(
+                "A trigger run monitor could not persist completion",
+                exc_info=error_info,
+                extra=with_run,
+            )
+            return
+        if err.code == "stale_owner" and run_id is not None:
+            # 2: another attempt owns the occurrence, or it was superseded.
+            logger.warning(
+                "A trigger launch lost its reservation", exc_info=error_info, extra=with_run
+            )
+            losing = run_id
+
+            async def reconcile() -> None:
+                held = await self._store.inspect(trigger.id)
+                holder = held.active_run_id
+                if holder == losing or (
+                    is_reservation(holder) and reservation_occurrence(holder) == o
+                ):
+                    return  # an idempotent retry has adopted (or will adopt) the run
+                await self._call_cancel(losing)
+
+            await self._isolated("losing run reconciliation", reconcile, with_run)
+            return
+        if preserve_buffered or run_id is not None or err.code == "runner_timeout":
+            # 3 (a resumed pending occurrence) and 4 (the start may have happened): re-arm.
+            work = "buffered launch compensation" if preserve_buffered else "launch compensation"
+            await self._isolated(
+                work, lambda: self._store.restore_pending(trigger.id, o, reservation), base
+            )
+            logger.error("A trigger launch failed", exc_info=error_info, extra=with_run)
+            return
+        # 5: the runner refused before producing a run.
+        with contextlib.suppress(Exception):
+            await self._record(
+                Result(
+                    trigger_id=trigger.id,
+                    occurrence=o,
+                    outcome="failed",
+                    error=err.message,
+                    run_id=reservation,
+                )
+            )
+        logger.error("A trigger launch failed", exc_info=error_info, extra=base)
+
+
+@contextlib.asynccontextmanager
+async def open_scheduler(
+    store: TriggerStore,
+    runner: Runner,
+    *,
+    options: SchedulerOptions | None = None,
+    clock: WallClock | None = None,
+) -> AsyncIterator[Scheduler]:
+    """Open a scheduler whose launch tasks live as long as the ``async with`` block.
+
+    Validates the options first (``invalid_options`` with ``path`` = the option name).
+    Leaving the block detaches every launch task and monitor: no run is cancelled, nothing is
+    recorded, the store is not touched. The next scheduler on the same store re-attaches.
+    """
+    opts = options if options is not None else SchedulerOptions()
+    settings = validate_options(opts)
+    wall = clock if clock is not None else SystemWallClock()
+    with one_exception():
+        async with trio.open_nursery() as nursery:
+            scheduler = Scheduler(store, runner, opts, settings, wall, nursery)
+            unsubscribe = _wake.subscribe(store, scheduler.wake)
+            try:
+                yield scheduler
+            finally:
+                unsubscribe()
+                scheduler._closed = True
+                nursery.cancel_scope.cancel()

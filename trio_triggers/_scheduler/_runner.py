@@ -1,0 +1,97 @@
+"""The runner protocol (``triggers.md`` §11) and the do-nothing runner.
+
+A runner is whatever actually executes a flow. The scheduler needs only three calls from it:
+``start`` (which must deduplicate by idempotency key, because the scheduler launches *at least*
+once per claimed occurrence), ``inspect`` and ``cancel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+import trio
+
+__all__ = ["RUN_STATES", "NoopRunner", "RunState", "Runner", "StartRequest"]
+
+RunState = Literal["active", "completed", "failed", "cancelled", "missing"]
+RUN_STATES: frozenset[str] = frozenset({"active", "completed", "failed", "cancelled", "missing"})
+
+
+class StartRequest(msgspec.Struct, frozen=True):
+    """What the scheduler asks a runner to start.
+
+    ``idempotency_key`` is ``"<trigger id>:<ISO occurrence>"``: the same for every attempt, every
+    process and every scheduler instance, so a runner that deduplicates by it hands back the same
+    run when a launch is retried. The contract writes it positionally
+    (``StartRequest(flow_id, input, idempotency_key)``), so positional and keyword construction
+    both work.
+    """
+
+    flow_id: str
+    input: Any
+    idempotency_key: str
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Starts, inspects and cancels runs on behalf of the scheduler."""
+
+    async def start(self, request: StartRequest) -> str:
+        """Start (or find) the run for ``request.idempotency_key``; answer its run id."""
+        ...
+
+    async def inspect(self, run_id: str) -> RunState:
+        """Answer the run's state; ``"missing"`` when the id is unknown."""
+        ...
+
+    async def cancel(self, run_id: str) -> None:
+        """Ask the run to stop; idempotent."""
+        ...
+
+
+StartFn = Callable[[StartRequest], Awaitable[str]]
+InspectFn = Callable[[str], Awaitable[RunState]]
+CancelFn = Callable[[str], Awaitable[None]]
+
+
+class NoopRunner:
+    """A runner that runs nothing.
+
+    ``start`` answers the idempotency key as the run id (so it deduplicates trivially),
+    ``inspect`` answers ``"completed"`` and ``cancel`` does nothing. Each keyword replaces that
+    one method with the given async callable.
+    """
+
+    def __init__(
+        self,
+        *,
+        start: StartFn | None = None,
+        inspect: InspectFn | None = None,
+        cancel: CancelFn | None = None,
+    ) -> None:
+        self._start = start
+        self._inspect = inspect
+        self._cancel = cancel
+
+    async def start(self, request: StartRequest) -> str:
+        if self._start is not None:
+            return await self._start(request)
+        await trio.lowlevel.checkpoint()
+        return request.idempotency_key
+
+    async def inspect(self, run_id: str) -> RunState:
+        if self._inspect is not None:
+            return await self._inspect(run_id)
+        await trio.lowlevel.checkpoint()
+        return "completed"
+
+    async def cancel(self, run_id: str) -> None:
+        if self._cancel is not None:
+            await self._cancel(run_id)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def __repr__(self) -> str:
+        return "NoopRunner()"
