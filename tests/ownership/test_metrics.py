@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 
-from trio_triggers import RunStoreError, _instrument
+from trio_triggers import RunStoreError
 from trio_triggers._ownership import RunStoreBase
 from trio_triggers._ownership._base import outcome_tag
 
@@ -21,9 +23,7 @@ def test_outcome_tags() -> None:
     assert outcome_tag(LivenessUnconfirmed()) == "liveness_unconfirmed"
 
 
-async def test_counters(
-    store: RunStoreBase, clock: ManualClock, recorder: _instrument.Recorder
-) -> None:
+async def test_counters(store: RunStoreBase, clock: ManualClock, recorder: Any) -> None:
     await running(store, clock)
     row = await created(store, "p")
     await store.claim("p", row, B, 0)
