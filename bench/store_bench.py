@@ -11,8 +11,11 @@ For each backend column this prints
 * ``no-trio tx/s``: the store's own method bodies and SQL on a plain connection (no Trio, no
   lock, no executor), which separates the schema's cost from the async plumbing's.
 
-A backend is one :class:`Column`; a PostgreSQL column is added by appending one more entry to
-:func:`columns` (a store factory and a raw-ceiling function for the same server).
+A backend is one :class:`Column`. The ``postgres`` column appears when ``TT_POSTGRES_DSN`` names a
+server: there the raw ceiling is one plain psycopg connection doing the same minimal ``UPDATE`` +
+``COMMIT``, and ``no-trio`` runs the store's own bodies and SQL (the same write shape) on one
+plain connection, so ``store tx/s`` over ``no-trio tx/s`` is the cost of Trio, the thread hop
+and the pool.
 
 Run: ``.venv/bin/python bench/store_bench.py [--cycles N]``.
 """
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -139,6 +143,129 @@ def sqlite_engine_without_trio(directory: Path, cycles: int) -> float:
     return cycles / elapsed
 
 
+# --- PostgreSQL (TT_POSTGRES_DSN) -------------------------------------------------------------
+#
+# Same three numbers on the server TT_POSTGRES_DSN names, each round in a fresh schema:
+# the store; the raw ceiling (one plain psycopg connection: UPDATE one row, COMMIT, the same
+# minimal transaction as the SQLite column); and the store's own method bodies and SQL on one
+# plain psycopg connection (the same write shape, without Trio, the pool or the thread hop).
+# Without TT_POSTGRES_DSN the column is left out.
+
+
+@contextlib.contextmanager
+def _pg_schema(dsn: str) -> Iterator[str]:
+    import uuid
+
+    import psycopg
+    import psycopg.conninfo
+
+    schema = f"tt_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"'.encode())
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    options = f"{params.get('options') or ''} -c search_path={schema}".strip()
+    try:
+        yield psycopg.conninfo.make_conninfo(dsn, options=options)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
+
+
+def _postgres_store(dsn: str) -> StoreFactory:
+    from trio_triggers.postgres import open_postgres_trigger_store
+
+    @contextlib.asynccontextmanager
+    async def open_(directory: Path) -> AsyncIterator[TriggerStore]:
+        del directory
+        with _pg_schema(dsn) as schema_dsn:
+            async with open_postgres_trigger_store(schema_dsn, clock=TickingClock()) as store:
+                yield store
+
+    return open_
+
+
+def _postgres_raw_ceiling(dsn: str) -> Callable[[Path, int], float]:
+    def raw(directory: Path, transactions: int) -> float:
+        import psycopg
+
+        del directory
+        with _pg_schema(dsn) as schema_dsn, psycopg.connect(schema_dsn) as conn:
+            conn.execute("CREATE TABLE counter (id BIGINT PRIMARY KEY, value BIGINT NOT NULL)")
+            conn.execute("INSERT INTO counter (id, value) VALUES (1, 0)")
+            conn.commit()
+            start = time.perf_counter()
+            for _ in range(transactions):
+                conn.execute("UPDATE counter SET value = value + 1 WHERE id = 1")
+                conn.commit()
+            return transactions / (time.perf_counter() - start)
+
+    return raw
+
+
+def _postgres_engine_without_trio(dsn: str) -> Callable[[Path, int], float]:
+    def engine(directory: Path, cycles: int) -> float:
+        import psycopg
+
+        from trio_triggers._store._engine import (
+            body_claim_fire,
+            body_record_result,
+            encode_trigger,
+        )
+        from trio_triggers.postgres._schema import TRIGGER_MIGRATIONS
+        from trio_triggers.postgres._trigger_store import _PostgresTx
+
+        del directory
+        with _pg_schema(dsn) as schema_dsn, psycopg.connect(schema_dsn) as conn:
+            for _, statements in TRIGGER_MIGRATIONS:
+                for statement in statements:
+                    conn.execute(statement.encode())
+            setup = _PostgresTx(conn, lock=True)
+            setup.upsert(encode_trigger(trigger("bench")))
+            setup.finish()
+            clock = TickingClock()
+            start = time.perf_counter()
+            for o in range(1, cycles + 1):
+                tx = _PostgresTx(conn, lock=True)
+                claim = body_claim_fire(tx, "bench", o, 1, False, clock.now_ms())
+                tx.finish()
+                run_id = f"run-{o}"
+                tx = _PostgresTx(conn, lock=True)
+                body_record_result(
+                    tx,
+                    Result(
+                        trigger_id="bench",
+                        occurrence=o,
+                        outcome="launched",
+                        run_id=run_id,
+                        reservation_id=claim.reservation_id,
+                    ),
+                )
+                tx.finish()
+                tx = _PostgresTx(conn, lock=True)
+                body_record_result(
+                    tx,
+                    Result(trigger_id="bench", occurrence=o, outcome="completed", run_id=run_id),
+                )
+                tx.finish()
+            return cycles / (time.perf_counter() - start)
+
+    return engine
+
+
+def postgres_columns() -> list[Column]:
+    dsn = os.environ.get("TT_POSTGRES_DSN", "").strip()
+    if not dsn:
+        return []
+    return [
+        Column(
+            "postgres",
+            _postgres_store(dsn),
+            _postgres_raw_ceiling(dsn),
+            _postgres_engine_without_trio(dsn),
+        )
+    ]
+
+
 def columns() -> list[Column]:
     return [
         Column(
@@ -148,6 +275,7 @@ def columns() -> list[Column]:
             sqlite_engine_without_trio,
         ),
         Column("sqlite-threaded", _sqlite_store(ThreadExecutor), sqlite_raw_ceiling),
+        *postgres_columns(),
     ]
 
 
