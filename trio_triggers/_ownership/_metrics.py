@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .. import _instrument
+
 __all__ = ["add_counter"]
 
 
 def add_counter(name: str, value: int, attributes: Mapping[str, str]) -> None:
     """Add ``value`` to the counter ``name`` (a no-op unless a metrics backend is installed)."""
-    try:
-        from .. import _instrument
-    except ImportError:  # pragma: no cover - the hook module ships with the package
-        return
     _instrument.add_counter(name, value, attributes)
