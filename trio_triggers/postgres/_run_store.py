@@ -64,18 +64,21 @@ def _driver_error(method: str, exc: BaseException) -> RunStoreError:
     )
 
 
-def _update(conn: Connection, old: RunRow, new: RunRow) -> None:
+def _update_and_commit(conn: Connection, old: RunRow, new: RunRow) -> None:
+    """Write the changed columns and COMMIT in one round trip (pipeline mode)."""
     values = row_columns(new)
     before = row_columns(old)
     changed = [c for c in COLUMNS if values[c] != before[c]]
     if not changed:
         return
     assignments = ", ".join(f"{c} = %s" for c in changed)
-    cursor = conn.execute(
-        f"UPDATE tt_runs SET {assignments} WHERE run_id = %s",
-        (*(values[c] for c in changed), new.run_id),
-    )
-    if cursor.rowcount != 1:  # impossible under the row lock; never report a grant for it
+    with conn.pipeline():
+        cursor = conn.execute(
+            f"UPDATE tt_runs SET {assignments} WHERE run_id = %s",
+            (*(values[c] for c in changed), new.run_id),
+        )
+        conn.commit()
+    if cursor.rowcount != 1:  # impossible under the row lock; it changed nothing, so say so
         raise psycopg.OperationalError("the row disappeared inside its transaction")
 
 
@@ -142,7 +145,7 @@ class PostgresRunStore(RunStoreBase):
             if decision.row is not None:
                 if row is None:  # pragma: no cover - decisions never create rows
                     raise AssertionError("a decision tried to create a row")
-                _update(conn, row, decision.row)
+                _update_and_commit(conn, row, decision.row)
             return decision.outcome
 
         return await self._run(method, txn)
@@ -160,14 +163,23 @@ class PostgresRunStore(RunStoreBase):
             return None if found is None else decode_row(found, "create")
 
         def txn(conn: Connection) -> Created | Existing:
-            existing = by_key(conn)
-            taken = conn.execute(_TAKEN, (run_id,)).fetchone()
-            decision = decide(existing, taken is not None)
+            with conn.pipeline():  # both lookups in one round trip
+                keyed = (
+                    None
+                    if idempotency_key is None
+                    else conn.execute(_SELECT_KEY, (idempotency_key,))
+                )
+                taken = conn.execute(_TAKEN, (run_id,))
+            found = None if keyed is None else keyed.fetchone()
+            existing = None if found is None else decode_row(found, "create")
+            decision = decide(existing, taken.fetchone() is not None)
             if decision is None:
                 raise RunStoreError("constraint", "create", "a run with that run_id already exists")
             if decision.row is not None:
                 values = row_columns(decision.row)
-                cursor = conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+                with conn.pipeline():  # the insert and COMMIT in one round trip
+                    cursor = conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+                    conn.commit()
                 if cursor.rowcount == 0:
                     # A racing create committed the key first (the insert waited for it): report
                     # its row, never the key's unique violation.
