@@ -22,9 +22,11 @@ from ._faults import (
 from ._invariants import CATALOGUE, InvariantInfo, SimulationViolation, Violation
 from ._noop import NoopTriggerStore, ScriptedRunStore
 from ._runner import RunPlan, ScriptedRunner
+from ._simulate import PLANTED_BUGS, SimConfig, SimReport, simulate, simulate_async
 
 __all__ = [
     "CATALOGUE",
+    "PLANTED_BUGS",
     "AutojumpGuardExecutor",
     "Blocker",
     "CallObserver",
@@ -38,7 +40,11 @@ __all__ = [
     "RunPlan",
     "ScriptedRunStore",
     "ScriptedRunner",
+    "SimConfig",
+    "SimReport",
     "SimulationViolation",
     "StoreCall",
     "Violation",
+    "simulate",
+    "simulate_async",
 ]

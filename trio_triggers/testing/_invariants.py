@@ -307,7 +307,9 @@ def check_transition(
         tid = args[0]
         before = pre.triggers.get(tid)
         expected = kwargs.get("expected_revision")
-        if before is not None and expected is not None:
+        # claim_pending answers None without any check when the slot is empty (§9.7).
+        empty_slot = method == "claim_pending" and before is not None and before.pending_at is None
+        if before is not None and expected is not None and not empty_slot:
             code = error.code if isinstance(error, TriggerError) else None
             stale = expected != before.revision
             if stale and code != "revision_mismatch":

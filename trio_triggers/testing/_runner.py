@@ -67,6 +67,7 @@ class _Run(msgspec.Struct, kw_only=True):
     outcome: EndState
     cancelled: bool = False
     finished: EndState | None = None
+    finished_time: float | None = None
 
 
 PlanFn = Callable[[StartRequestLike, int], RunPlan]
@@ -129,6 +130,7 @@ class ScriptedRunner:
         run = self._runs.get(run_id)
         if run is not None and run.finished is None:
             run.finished = state
+            run.finished_time = trio.current_time()
         self.set_state(run_id, state)
 
     def stop_all(self, state: EndState = "completed") -> None:
@@ -157,12 +159,13 @@ class ScriptedRunner:
             return "active"
         return self._states.get(run_id, self.default_state)
 
-    def stopped_at(self, run_id: str) -> float | None:
-        """Trio time at which a scripted run stopped (or will stop), if known."""
+    def stopped_for(self, run_id: str) -> float | None:
+        """Seconds since the run stopped (``None`` while it is active or if never created)."""
+        self._refresh(run_id)
         run = self._runs.get(run_id)
-        if run is None or run.duration is None or run.cancelled or run.finished is not None:
+        if run is None or run.finished_time is None:
             return None
-        return run.created_at + run.duration
+        return trio.current_time() - run.finished_time
 
     @property
     def runs(self) -> dict[str, str]:
@@ -221,6 +224,7 @@ class ScriptedRunner:
             if run.finished is None:
                 run.cancelled = True
                 run.finished = "cancelled"
+                run.finished_time = trio.current_time()
                 self.set_state(run_id, "cancelled")
             return
         if run_id in self.active:
@@ -244,4 +248,5 @@ class ScriptedRunner:
             return
         if trio.current_time() >= run.created_at + run.duration and not math.isinf(run.duration):
             run.finished = run.outcome
+            run.finished_time = run.created_at + run.duration
             self.set_state(run_id, run.outcome)
