@@ -115,9 +115,34 @@ def admin_connection(dsn: str | None = None) -> Iterator[psycopg.Connection[Tupl
 
 
 def with_search_path(dsn: str, schema: str) -> str:
+    """``dsn`` with its sessions in ``schema``, and commits that do not wait for the WAL flush:
+    a test never survives a server crash anyway, and a flush per commit (DDL included) is most
+    of what a test costs. Durability itself is PostgreSQL's, not ours to test."""
     params = psycopg.conninfo.conninfo_to_dict(dsn)
-    options = f"{params.get('options') or ''} -c search_path={schema}".strip()
+    extra = f"-c search_path={schema} -c synchronous_commit=off"
+    options = f"{params.get('options') or ''} {extra}".strip()
     return psycopg.conninfo.make_conninfo(dsn, options=options)
+
+
+_ADMIN: dict[str, psycopg.Connection[TupleRow]] = {}
+
+
+def _shared_admin(base: str) -> psycopg.Connection[TupleRow]:
+    """One autocommit connection per process and server for creating and dropping schemas (a
+    connection costs more than the DDL)."""
+    conn = _ADMIN.get(base)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(base, autocommit=True, options="-c synchronous_commit=off")
+        _ADMIN[base] = conn
+    return conn
+
+
+def _admin_execute(base: str, sql: bytes) -> None:
+    try:
+        _shared_admin(base).execute(sql)
+    except psycopg.OperationalError:  # the shared connection broke: once more on a fresh one
+        _ADMIN.pop(base).close()
+        _shared_admin(base).execute(sql)
 
 
 @contextlib.contextmanager
@@ -125,15 +150,13 @@ def fresh_schema() -> Iterator[str]:
     """Create an empty schema, yield a DSN that uses it, drop it afterwards."""
     base = server_dsn()
     schema = f"tt_t_{uuid.uuid4().hex[:16]}"
-    with admin_connection(base) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"'.encode())
+    _admin_execute(base, f'CREATE SCHEMA "{schema}"'.encode())
     try:
         yield with_search_path(base, schema)
     finally:
-        with admin_connection(base) as conn:
-            # Bounded, so a session a test leaked cannot hang the suite on the schema's locks.
-            conn.execute("SET lock_timeout = '10s'")
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
+        # Bounded, so a session a test leaked cannot hang the suite on the schema's locks.
+        _admin_execute(base, b"SET lock_timeout = '10s'")
+        _admin_execute(base, f'DROP SCHEMA "{schema}" CASCADE'.encode())
 
 
 @pytest.fixture
