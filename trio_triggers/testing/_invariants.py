@@ -491,8 +491,31 @@ def check_transition(
                                 f"{h!r} holds it",
                             )
 
-    # Ledger rows.
-    for key in sorted(set(pre.ledger) | set(post.ledger)):
+    # T2 for the rows that did not change: only a cursor that moved can uncover them.
+    for tid in sorted(post.triggers):
+        a = pre.triggers.get(tid)
+        b = post.triggers[tid]
+        if a is not None and a.last_fired_at != b.last_fired_at:
+            for (rt, occ), r in post.ledger.items():
+                if (
+                    rt == tid
+                    and r.outcome in _FIRED
+                    and (b.last_fired_at is None or b.last_fired_at < occ)
+                ):
+                    _err(
+                        out,
+                        now,
+                        "T2",
+                        f"ledger row {(rt, occ)} is {r.outcome} but the "
+                        f"cursor moved to {b.last_fired_at}",
+                    )
+    # Ledger rows that changed.
+    changed = [
+        key
+        for key in set(pre.ledger) | set(post.ledger)
+        if pre.ledger.get(key) != post.ledger.get(key)
+    ]
+    for key in sorted(changed):
         ra = pre.ledger.get(key)
         rb = post.ledger.get(key)
         tid, occ = key

@@ -66,7 +66,7 @@ from ._invariants import (
 )
 from ._owned import OwnedRunner
 from ._runner import RunPlan, RunState, ScriptedRunner, StartRequestLike
-from ._snapshots import memory_snapshot, sqlite_snapshot
+from ._snapshots import MemorySnapshotter, sqlite_snapshot
 
 __all__ = ["SimConfig", "SimReport", "simulate", "simulate_async"]
 
@@ -889,11 +889,7 @@ class _World:
             if config.store == "memory":
                 memory = MemoryTriggerStore(clock=self.wall)
                 self.store = memory
-
-                def snap_memory(scope: str | None) -> StoreState:
-                    return memory_snapshot(memory, scope)
-
-                self.snapshot = snap_memory
+                self.snapshot = MemorySnapshotter(memory)
             else:
                 tmp = tempfile.TemporaryDirectory(prefix="tt-sim-")
                 stack.callback(tmp.cleanup)

@@ -72,6 +72,52 @@ def memory_snapshot(store: MemoryTriggerStore, trigger_id: str | None = None) ->
     return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=True)
 
 
+class MemorySnapshotter:
+    """:func:`memory_snapshot` with a cache that reuses unchanged rows (the hot path)."""
+
+    def __init__(self, store: MemoryTriggerStore) -> None:
+        self._store = store
+        self._rows: dict[tuple[str, int], tuple[tuple[Any, Any, Any], LedgerRow]] = {}
+
+    def __call__(self, trigger_id: str | None = None) -> StoreState:
+        tables = self._store._raw_tables()
+        if trigger_id is None:
+            ids = list(tables.triggers)
+        else:
+            ids = [trigger_id] if trigger_id in tables.triggers else []
+        triggers: dict[str, TriggerRow] = {}
+        ledger: dict[tuple[str, int], LedgerRow] = {}
+        cache = self._rows
+        for tid in ids:
+            row = tables.triggers[tid]
+            triggers[tid] = TriggerRow(
+                trigger_id=tid,
+                revision=_int(row.get("revision")) or 0,
+                enabled=bool(row.get("enabled")),
+                overlap=str(row.get("overlap")),
+                last_fired_at=_int(row.get("last_fired_at_ms")),
+                pending_at=_int(row.get("pending_at_ms")),
+                active_run_id=_str(row.get("active_run_id")),
+                active_claimed_at=_int(row.get("active_claimed_at_ms")),
+            )
+            for occ, fire in tables.fires.get(tid, {}).items():
+                key = (tid, occ)
+                raw = (fire.get("outcome"), fire.get("run_id"), fire.get("error"))
+                hit = cache.get(key)
+                if hit is None or hit[0] != raw:
+                    made = LedgerRow(
+                        trigger_id=tid,
+                        occurrence=occ,
+                        outcome=_str(raw[0]),
+                        run_id=_str(raw[1]),
+                        error=_str(raw[2]),
+                    )
+                    hit = (raw, made)
+                    cache[key] = hit
+                ledger[key] = hit[1]
+        return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=True)
+
+
 class _SqliteReader:
     def __init__(self, path: str) -> None:
         self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
