@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 
@@ -117,9 +118,19 @@ def admin_connection(dsn: str | None = None) -> Iterator[psycopg.Connection[Tupl
 def with_search_path(dsn: str, schema: str) -> str:
     """``dsn`` with its sessions in ``schema``, and commits that do not wait for the WAL flush:
     a test never survives a server crash anyway, and a flush per commit (DDL included) is most
-    of what a test costs. Durability itself is PostgreSQL's, not ours to test."""
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    of what a test costs. Durability itself is PostgreSQL's, not ours to test.
+
+    A ``postgresql://`` URI stays a URI (``--db`` and ``is_postgres_dsn`` recognise only URIs).
+    """
     extra = f"-c search_path={schema} -c synchronous_commit=off"
+    if dsn.startswith(("postgresql://", "postgres://")):
+        parts = urllib.parse.urlsplit(dsn)
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        options = " ".join([*(v for k, v in query if k == "options"), extra])
+        query = [(k, v) for k, v in query if k != "options"] + [("options", options)]
+        encoded = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        return urllib.parse.urlunsplit(parts._replace(query=encoded))
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
     options = f"{params.get('options') or ''} {extra}".strip()
     return psycopg.conninfo.make_conninfo(dsn, options=options)
 

@@ -42,3 +42,15 @@ def test_unreachable_server_fails_when_required(monkeypatch: pytest.MonkeyPatch)
 def test_require_flag_off_values(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(pg_support.ENV_REQUIRE, value)
     assert not pg_support.postgres_required()
+
+
+def test_search_path_keeps_uris_uris() -> None:
+    import psycopg.conninfo
+
+    uri = pg_support.with_search_path("postgresql://tt:tt@127.0.0.1:5432/db?sslmode=disable", "s1")
+    assert uri.startswith("postgresql://tt:tt@127.0.0.1:5432/db?")
+    params = psycopg.conninfo.conninfo_to_dict(uri)
+    assert params["options"] == "-c search_path=s1 -c synchronous_commit=off"
+    assert params["sslmode"] == "disable"
+    plain = pg_support.with_search_path("host=h dbname=d", "s2")
+    assert "search_path=s2" in str(psycopg.conninfo.conninfo_to_dict(plain)["options"])
