@@ -134,3 +134,15 @@ def test_sqlite_world(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(2000, 2020))
 def test_run_store_world(seed: int) -> None:
     simulate(seed, SimConfig(days=2, run_store=True))
+
+
+def test_command_line_runs_seeds_and_reports_speed(capsys: pytest.CaptureFixture[str]) -> None:
+    from trio_triggers.testing.__main__ import main
+
+    assert main(["--seeds", "2", "--start", "10", "--days", "1", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 10: ok" in out and "seed 11: ok" in out
+    assert "2 seeds x 1 days (memory): 0 failed" in out
+    assert "simulated trigger-days per wall second" in out
+    assert main(["--seed", "10", "--days", "1", "--report"]) == 0
+    assert '"seed":10' in capsys.readouterr().out

@@ -34,9 +34,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     # The scheduler logs every injected failure; a simulation wants only the verdicts.
-    logging.getLogger("trio_triggers").addHandler(logging.NullHandler())
-    logging.getLogger("trio_triggers").propagate = False
+    logger = logging.getLogger("trio_triggers")
+    saved = logger.propagate
+    null = logging.NullHandler()
+    logger.addHandler(null)
+    logger.propagate = False
+    try:
+        return _run(args)
+    finally:
+        logger.removeHandler(null)
+        logger.propagate = saved
 
+
+def _run(args: argparse.Namespace) -> int:
     config = SimConfig(days=args.days, store=args.store, run_store=args.run_store)
     if args.schedulers is not None:
         config = msgspec.structs.replace(config, schedulers=args.schedulers)
