@@ -146,3 +146,23 @@ def test_command_line_runs_seeds_and_reports_speed(capsys: pytest.CaptureFixture
     assert "simulated trigger-days per wall second" in out
     assert main(["--seed", "10", "--days", "1", "--report"]) == 0
     assert '"seed":10' in capsys.readouterr().out
+
+
+def test_report_is_identical_across_processes_and_hash_seeds() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys; logging.getLogger('trio_triggers').setLevel(logging.CRITICAL);"
+        "from trio_triggers.testing import simulate;"
+        "sys.stdout.buffer.write(simulate(9, days=1).to_json())"
+    )
+    outputs = []
+    for hash_seed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, check=True, timeout=120
+        )
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == simulate(9, days=1).to_json()
