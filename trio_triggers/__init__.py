@@ -124,7 +124,9 @@ from ._ownership import (
     same_host_pid_probe,
 )
 
+# isort: split
 # --- local runner (issue 6) --------------------------------------------------------------
+from ._local_runner import LocalRunner, RunContext, open_local_runner
 
 __version__ = "0.1.0"
 
@@ -184,6 +186,7 @@ __all__ = [
     "LivenessEvidence",
     "LivenessProbe",
     "LivenessUnconfirmed",
+    "LocalRunner",
     "MemoryRunStore",
     "MemoryTriggerStore",
     "NotFound",
@@ -195,6 +198,7 @@ __all__ = [
     "Recovered",
     "RegisteredTrigger",
     "Result",
+    "RunContext",
     "RunRow",
     "RunSnapshot",
     "RunStatus",
@@ -229,6 +233,7 @@ __all__ = [
     "listed",
     "matches_evidence",
     "next_occurrences",
+    "open_local_runner",
     "open_sqlite_run_store",
     "open_sqlite_trigger_store",
     "overlap_decision",

@@ -1,0 +1,589 @@
+"""The embedded default runner: durable runs in ``tt_runs`` (``product.md`` §1).
+
+:class:`LocalRunner` implements the scheduler's ``Runner`` protocol over a ``RunStore``:
+
+* ``start`` creates one run row per idempotency key (``create`` answers the existing row for a
+  key it has seen, in any process and after any restart), so the scheduler's at-least-once
+  launch attempts all get the same run back;
+* worker tasks, at most ``concurrency`` at a time, pick pending runs up with ``claim_and_own``,
+  run the registered flow under ``hold_lease`` and finish with ``transition_owned``;
+* a run whose owner died is taken over once its lease has expired (``lease_liveness`` plus
+  ``same_host_pid_probe`` for owners on this host) and executed again: execution is
+  **at-least-once**;
+* ``cancel`` records a cancel request; the owning worker notices it within one heartbeat
+  interval (at once when the run is owned by this runner), cancels the flow body and records
+  ``cancelled``;
+* leaving the runner (Ctrl-C, the end of ``async with``) stops running flows and hands their runs
+  back as ``suspended`` under their own lease, so the next start picks them up immediately.
+"""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any, Literal, Protocol
+
+import msgspec
+import trio
+
+from ._clock import SystemWallClock, WallClock
+from ._constants import RESERVATION_PREFIX
+from ._errors import LeaseLost, RunStoreError, TriggerError
+from ._ownership import (
+    HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_STALE_AFTER_MS,
+    Activated,
+    LivenessCheck,
+    LivenessContext,
+    NotFound,
+    OwnerId,
+    RunRow,
+    RunStore,
+    Transitioned,
+    TransitionGuard,
+    hold_lease,
+    lease_liveness,
+    probe_from_check,
+    same_host_pid_probe,
+)
+from ._scheduler import RunState, StartRequest
+
+__all__ = [
+    "FlowFn",
+    "LocalRunner",
+    "RunContext",
+    "default_liveness",
+    "open_local_runner",
+]
+
+logger = logging.getLogger("trio_triggers.local_runner")
+
+FlowFn = Callable[[Any, "RunContext"], Awaitable[Any]]
+"""A flow: ``async def flow(input, run) -> result`` (the result must be JSON-serialisable)."""
+
+MAX_ERROR_CHARS = 65_536
+"""The run store refuses longer error messages (``ownership.md`` §1.7); we truncate first."""
+
+_ACTIVE_STATUSES = frozenset({"pending", "running", "suspended"})
+_SHUTDOWN_GRACE_S = 5.0
+_CANDIDATE_LIMIT = 200
+
+
+class RunContext:
+    """What a flow receives beside its input: the run's identity, cancellation and progress.
+
+    * ``run_id``, ``flow_id`` and ``idempotency_key`` identify the run;
+    * ``state`` is the last progress value saved with :meth:`save_state` (``None`` when nothing
+      was saved). A run that is executed again after its owner died starts with the state its
+      previous attempt saved, which is how a flow skips work that is already done;
+    * ``cancel_requested`` turns true as soon as the runner has seen a cancel request. The flow
+      body is then cancelled at its next checkpoint; the flag is for cleanup code.
+    """
+
+    __slots__ = ("_cancel_seen", "_save", "flow_id", "idempotency_key", "run_id", "state")
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        flow_id: str,
+        idempotency_key: str | None,
+        state: Any,
+        save: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.run_id = run_id
+        self.flow_id = flow_id
+        self.idempotency_key = idempotency_key
+        self.state = state
+        self._save = save
+        self._cancel_seen = False
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a cancel request for this run has been observed."""
+        return self._cancel_seen
+
+    async def save_state(self, state: Any) -> None:
+        """Durably record ``state`` (a JSON value) as this run's progress.
+
+        The write is fenced: it succeeds only while this worker still owns the run. If the lease
+        is gone the flow is being cancelled anyway.
+        """
+        try:
+            text = msgspec.json.encode(state).decode()
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"run state is not JSON-serialisable: {exc}") from None
+        await self._save(text)
+        self.state = msgspec.json.decode(text)
+
+    def __repr__(self) -> str:
+        return f"RunContext(run_id={self.run_id!r}, flow_id={self.flow_id!r})"
+
+
+class ClaimableRuns(Protocol):
+    """The read a runner needs to find work: runs that may be taken at ``now_ms``.
+
+    ``MemoryRunStore`` and the SQLite and PostgreSQL run stores provide it (an addition to the
+    ``RunStore`` contract for the local runner).
+    """
+
+    async def find_claimable(self, now_ms: int, *, limit: int | None = 100) -> list[RunRow]: ...
+
+
+def default_liveness(stale_after: float = HEARTBEAT_STALE_AFTER_MS / 1000) -> LivenessCheck:
+    """The takeover check of the local runner: alive while the lease is fresh, or while the
+    owner's pid exists on this host.
+
+    ``lease_liveness`` is the floor every host can provide (a stale lease alone is enough for
+    an owner on another host, whose pid we cannot see); ``same_host_pid_probe`` adds the
+    stronger answer for owners on this host: a live pid refuses the takeover even with a stale
+    lease (a stalled but living process), a vanished pid confirms the death.
+    """
+    lease = lease_liveness(stale_after)
+
+    async def check(expected_owner: OwnerId, context: LivenessContext) -> bool:
+        if await lease(expected_owner, context):
+            return True
+        return await same_host_pid_probe(expected_owner, context)
+
+    return check
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _clean_message(text)
+
+
+def _clean_message(text: str) -> str:
+    text = text.replace("\x00", "\\0")
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) > MAX_ERROR_CHARS:
+        text = "..." + text[-(MAX_ERROR_CHARS - 3) :]
+    return text
+
+
+@contextmanager
+def _one_exception() -> Iterator[None]:
+    """Re-raise the meaningful exception of an escaping group bare (one exception per call)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves: list[BaseException] = []
+
+        def walk(g: BaseExceptionGroup[BaseException]) -> None:
+            for e in g.exceptions:
+                if isinstance(e, BaseExceptionGroup):
+                    walk(e)
+                else:
+                    leaves.append(e)
+
+        walk(group)
+        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+        raise chosen from chosen.__cause__
+
+
+def _duration_s(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TriggerError("invalid_options", f"{name} must be a valid duration", name)
+    if not math.isfinite(value) or value <= 0:
+        raise TriggerError("invalid_options", f"{name} must be a finite positive duration", name)
+    return float(value)
+
+
+class _Worker:
+    __slots__ = ("cancel_event", "context")
+
+    def __init__(self) -> None:
+        self.cancel_event = trio.Event()
+        self.context: RunContext | None = None
+
+
+Finish = tuple[Literal["completed", "failed", "cancelled"], str | None, str | None]
+
+
+class LocalRunner:
+    """A durable runner over a ``RunStore``; see the module docs and ``docs/process-death.md``.
+
+    Construct it, register flows, then serve it in a nursery (``await nursery.start(
+    runner.serve)``) or use :func:`open_local_runner`. ``start``/``inspect``/``cancel`` work
+    without ``serve`` (they only read and write rows), but nothing executes until it serves.
+
+    Options:
+
+    * ``clock``: the wall clock the run store uses (the lease readings must come from it);
+    * ``owner``: this engine's fence identity (default ``OwnerId.for_this_process()``);
+    * ``concurrency``: how many flows run at once (default 4);
+    * ``poll_interval``: seconds between looks for claimable runs when nothing wakes the
+      dispatcher (a ``start`` in this process wakes it at once). Default 1 s;
+    * ``cancel_poll_interval``: how often an owning worker re-reads its row for a cancel request
+      made by another process. Default one heartbeat interval (1 s);
+    * ``liveness``: the check consulted before taking over a run whose lease expired (default
+      :func:`default_liveness`).
+    """
+
+    def __init__(
+        self,
+        run_store: RunStore,
+        flows: Mapping[str, FlowFn] | None = None,
+        *,
+        clock: WallClock | None = None,
+        owner: OwnerId | None = None,
+        concurrency: int = 4,
+        poll_interval: float = 1.0,
+        cancel_poll_interval: float = HEARTBEAT_INTERVAL_MS / 1000,
+        liveness: LivenessCheck | None = None,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise TriggerError(
+                "invalid_options", "concurrency must be a positive integer", "concurrency"
+            )
+        self._store = run_store
+        self._clock: WallClock = clock if clock is not None else SystemWallClock()
+        self._owner = owner if owner is not None else OwnerId.for_this_process()
+        self._concurrency = concurrency
+        self._poll_interval = _duration_s("poll_interval", poll_interval)
+        self._cancel_poll_interval = _duration_s("cancel_poll_interval", cancel_poll_interval)
+        if liveness is None:
+            stale_ms = getattr(run_store, "stale_after_ms", HEARTBEAT_STALE_AFTER_MS)
+            liveness = default_liveness(stale_ms / 1000)
+        self._liveness = liveness
+        self._flows: dict[str, FlowFn] = {}
+        self._workers: dict[str, _Worker] = {}
+        self._wake = trio.Event()
+        self._serving = False
+        for flow_id, fn in (flows or {}).items():
+            self.register(flow_id, fn)
+
+    # --- configuration -------------------------------------------------------------------
+
+    @property
+    def owner(self) -> OwnerId:
+        """The fence identity this runner's workers own runs under."""
+        return self._owner
+
+    @property
+    def flows(self) -> Sequence[str]:
+        """The registered flow ids, sorted."""
+        return sorted(self._flows)
+
+    @property
+    def running(self) -> Sequence[str]:
+        """Run ids this runner is executing right now."""
+        return sorted(self._workers)
+
+    def register(self, flow_id: str, fn: FlowFn) -> None:
+        """Register ``fn`` (``async def fn(input, run)``) under ``flow_id``.
+
+        Registering again replaces the callable (new runs use it). Only runs of registered flows
+        are claimed by this runner; other runs in the store are left to whoever registers them.
+        """
+        if not isinstance(flow_id, str) or not flow_id or "\x00" in flow_id:
+            raise TriggerError("invalid_options", "flow_id must be a non-empty string", "flow_id")
+        if not callable(fn):
+            raise TriggerError("invalid_options", f"flow {flow_id} is not callable", "flow")
+        self._flows[flow_id] = fn
+        self._wake.set()
+
+    # --- the Runner protocol ---------------------------------------------------------------
+
+    async def start(self, request: StartRequest) -> str:
+        """Create (or find) the run for ``request.idempotency_key``; answer its run id."""
+        if request.flow_id not in self._flows:
+            await trio.lowlevel.checkpoint()
+            raise TriggerError("runner", f"LocalRunner has no flow registered as {request.flow_id}")
+        try:
+            input_json = msgspec.json.encode(request.input).decode()
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TriggerError(
+                "runner", f"input of {request.idempotency_key} is not JSON-serialisable"
+            ) from exc
+        run_id = f"run-{uuid.uuid4().hex}"
+        try:
+            outcome = await self._store.create(
+                run_id,
+                "null",
+                flow_id=request.flow_id,
+                input_json=input_json,
+                idempotency_key=request.idempotency_key,
+            )
+        except RunStoreError as exc:
+            raise TriggerError(
+                "runner", f"LocalRunner could not create the run for {request.idempotency_key}"
+            ) from exc
+        self._wake.set()
+        return outcome.row.run_id
+
+    async def inspect(self, run_id: str) -> RunState:
+        """``pending``/``running``/``suspended`` are ``active``; unknown ids are ``missing``."""
+        if not isinstance(run_id, str) or run_id.startswith(RESERVATION_PREFIX) or not run_id:
+            await trio.lowlevel.checkpoint()
+            return "missing"
+        try:
+            row = await self._store.get(run_id)
+        except RunStoreError as exc:
+            if exc.code in ("not_found_row", "invalid_run"):
+                return "missing"
+            raise TriggerError("runner", f"LocalRunner could not inspect run {run_id}") from exc
+        if row.status in _ACTIVE_STATUSES:
+            return "active"
+        return row.status  # type: ignore[return-value]  # completed | failed | cancelled
+
+    async def cancel(self, run_id: str) -> None:
+        """Record a cancel request; the owner stops the flow and records ``cancelled``.
+
+        Idempotent: cancelling a finished or unknown run does nothing.
+        """
+        if not isinstance(run_id, str) or not run_id or run_id.startswith(RESERVATION_PREFIX):
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            await self._store.request_cancel(run_id, self._clock.now_ms())
+        except RunStoreError as exc:
+            if exc.code == "invalid_run":
+                return
+            raise TriggerError("runner", f"LocalRunner could not cancel run {run_id}") from exc
+        worker = self._workers.get(run_id)
+        if worker is not None:
+            worker.cancel_event.set()
+        self._wake.set()
+
+    # --- serving ---------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the dispatcher and the workers until cancelled.
+
+        Cancellation stops every running flow; each run is handed back as ``suspended`` (under
+        its lease, bounded by a short shielded grace period) so the next runner claims it at
+        once. A run whose lease was lost is left to its new owner.
+        """
+        if self._serving:
+            raise RuntimeError("this LocalRunner is already serving")
+        self._serving = True
+        try:
+            with _one_exception():
+                async with trio.open_nursery() as nursery:
+                    task_status.started()
+                    await self._dispatch(nursery)
+        finally:
+            self._serving = False
+
+    async def _dispatch(self, nursery: trio.Nursery) -> None:
+        while True:
+            self._wake = trio.Event()
+            try:
+                await self._claim_round(nursery)
+            except (RunStoreError, TriggerError) as exc:
+                logger.warning("local runner could not look for runs", extra={"error": str(exc)})
+            with trio.move_on_after(self._poll_interval):
+                await self._wake.wait()
+
+    async def _candidates(self, now_ms: int) -> list[RunRow]:
+        finder: Any = self._store
+        rows: list[RunRow] = await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
+        return rows
+
+    async def _claim_round(self, nursery: trio.Nursery) -> None:
+        now = self._clock.now_ms()
+        for row in await self._candidates(now):
+            if row.flow_id not in self._flows or row.run_id in self._workers:
+                continue
+            if row.claim is not None and row.claimed_at_ms is not None:
+                # a two-phase claimant died between claim and activate: clear its claim
+                now = self._clock.now_ms()
+                probe = probe_from_check(self._liveness, row.claimed_at_ms)
+                evidence = await probe(row.claim, self._owner, now)
+                if evidence is not None:
+                    await self._store.recover_claim(
+                        row.run_id, row.claim, row.claimed_at_ms, self._owner, now, evidence
+                    )
+                    self._wake.set()
+                continue
+            cancel_only = row.cancel_requested_at_ms is not None
+            if not cancel_only and len(self._workers) >= self._concurrency:
+                continue
+            if row.status == "running" and row.owner == self._owner:
+                continue  # ours (a worker is finishing it)
+            now = self._clock.now_ms()
+            evidence = None
+            if row.status == "running":
+                if row.owner is None:
+                    continue
+                probe = probe_from_check(self._liveness, row.heartbeat_at_ms)
+                evidence = await probe(row.owner, self._owner, now)
+                if evidence is None:
+                    continue  # the owner is (or may be) alive: leave it alone
+            outcome = await self._store.claim_and_own(row.run_id, row, self._owner, now, evidence)
+            if not isinstance(outcome, Activated):
+                continue
+            if row.status == "running":
+                logger.warning(
+                    "local runner took over a run whose owner died",
+                    extra={"run_id": row.run_id, "previous_owner": str(row.owner)},
+                )
+            worker = _Worker()
+            self._workers[row.run_id] = worker
+            nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
+
+    # --- one run ---------------------------------------------------------------------------
+
+    async def _work(self, row: RunRow, worker: _Worker) -> None:
+        run_id = row.run_id
+        owner = self._owner
+        store = self._store
+        finished = False
+
+        async def save(text: str) -> None:
+            outcome = await store.transition_owned(run_id, owner, "running", state_json=text)
+            if not isinstance(outcome, Transitioned):
+                if isinstance(outcome, NotFound):
+                    raise LeaseLost(run_id, "not_found")
+                raise LeaseLost(run_id, "fence_lost")
+
+        try:
+            with _one_exception():
+                async with hold_lease(store, run_id, owner, clock=self._clock):
+                    flow = self._flows[row.flow_id or ""]
+                    context = RunContext(
+                        run_id=run_id,
+                        flow_id=row.flow_id or "",
+                        idempotency_key=row.idempotency_key,
+                        state=msgspec.json.decode(row.state_json),
+                        save=save,
+                    )
+                    worker.context = context
+                    if row.cancel_requested_at_ms is not None:
+                        result: Finish = ("cancelled", None, "cancel requested before the run")
+                        await store.acknowledge_cancel(run_id, owner, self._clock.now_ms())
+                    else:
+                        input_value = (
+                            msgspec.json.decode(row.input_json) if row.input_json else None
+                        )
+                        result = await self._run_body(flow, input_value, context, worker)
+                    finished = await self._finish(run_id, result)  # the body's last await
+        except LeaseLost as exc:
+            if not finished:
+                logger.warning(
+                    "local runner lost the lease of a run; its flow was stopped",
+                    extra={"run_id": run_id, "reason": exc.reason},
+                )
+        except (RunStoreError, TriggerError) as exc:
+            logger.error(
+                "local runner could not record a run's outcome",
+                extra={"run_id": run_id, "error": str(exc)},
+            )
+        finally:
+            if not finished:
+                await self._hand_back(run_id)
+            self._workers.pop(run_id, None)
+            self._wake.set()
+
+    async def _hand_back(self, run_id: str) -> None:
+        """Give an unfinished run back as ``suspended`` so the next runner claims it at once."""
+        with trio.CancelScope(shield=True), trio.move_on_after(_SHUTDOWN_GRACE_S):
+            try:
+                outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
+            except RunStoreError as exc:
+                logger.warning(
+                    "local runner could not suspend a stopped run",
+                    extra={"run_id": run_id, "error": str(exc)},
+                )
+            else:
+                if isinstance(outcome, Transitioned):
+                    logger.info("local runner suspended a stopped run", extra={"run_id": run_id})
+
+    async def _run_body(
+        self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
+    ) -> Finish:
+        result: Finish | None = None
+        with _one_exception():
+            async with trio.open_nursery() as nursery:
+                body = trio.CancelScope()
+
+                async def watch() -> None:
+                    await self._watch_cancel(context, worker)
+                    body.cancel()
+
+                nursery.start_soon(watch)
+                with body:
+                    try:
+                        value = flow(input_value, context)
+                        if _inspect.isawaitable(value):
+                            value = await value
+                        result = ("completed", msgspec.json.encode(value).decode(), None)
+                    except (TypeError, ValueError, OverflowError) as exc:
+                        if result is None:
+                            result = ("failed", None, _describe(exc))
+                    except Exception as exc:
+                        result = ("failed", None, _describe(exc))
+                nursery.cancel_scope.cancel()
+        if context.cancel_requested:
+            return ("cancelled", None, "cancel requested")
+        if result is None:  # pragma: no cover - the body scope is only cancelled by a request
+            return ("cancelled", None, "cancel requested")
+        return result
+
+    async def _watch_cancel(self, context: RunContext, worker: _Worker) -> None:
+        """Return once a cancel request for the run has been seen (and acknowledged)."""
+        run_id = context.run_id
+        while True:
+            with trio.move_on_after(self._cancel_poll_interval):
+                await worker.cancel_event.wait()
+            try:
+                row = await self._store.get(run_id)
+            except RunStoreError:
+                continue
+            if row.cancel_requested_at_ms is not None:
+                context._cancel_seen = True
+                with suppress(RunStoreError):
+                    await self._store.acknowledge_cancel(run_id, self._owner, self._clock.now_ms())
+                return
+
+    async def _finish(self, run_id: str, result: Finish) -> bool:
+        status, result_json, error = result
+        guard = TransitionGuard(cancel_requested="present" if status == "cancelled" else "absent")
+        outcome = await self._store.transition_owned(
+            run_id,
+            self._owner,
+            status,
+            result_json=result_json,
+            error=error,
+            guard=guard,
+        )
+        if isinstance(outcome, Transitioned):
+            return True
+        if type(outcome).__name__ == "GuardFailed":
+            # A cancel request arrived after the flow ended: a requested cancellation wins.
+            outcome = await self._store.transition_owned(
+                run_id,
+                self._owner,
+                "cancelled",
+                error="cancel requested before the run's outcome was recorded",
+                guard=TransitionGuard(cancel_requested="present"),
+            )
+            return isinstance(outcome, Transitioned)
+        return False
+
+
+@asynccontextmanager
+async def open_local_runner(
+    run_store: RunStore,
+    flows: Mapping[str, FlowFn] | None = None,
+    **options: Any,
+) -> AsyncIterator[LocalRunner]:
+    """``async with open_local_runner(store, flows, clock=...) as runner:`` serves the runner
+    in a nursery for the duration of the block (options as for :class:`LocalRunner`).
+
+    Leaving the block stops the workers; unfinished runs are handed back as ``suspended``.
+    """
+    runner = LocalRunner(run_store, flows, **options)
+    with _one_exception():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(runner.serve)
+            try:
+                yield runner
+            finally:
+                nursery.cancel_scope.cancel()

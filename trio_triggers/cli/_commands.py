@@ -1,0 +1,525 @@
+"""The CLI commands: ``run``, ``list``, ``history``, ``next``, ``add``, ``remove``, ``enable``,
+``disable``, ``prune`` and ``demo``.
+
+Every command validates its input (config file, flags) completely before it opens a database,
+so a bad config or a bad flag exits with status 2 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from .._clock import SystemWallClock, WallClock
+from .._cron import Cron
+from .._declarations import Trigger
+from .._errors import RunStoreError, TriggerError
+from .._identities import iso
+from .._local_runner import FlowFn, open_local_runner
+from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId
+from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
+from .._store import FireRecord, HistoryQuery, TriggerStore
+from ._config import LoadedConfig, default_db_for, load_config
+from ._flows import CommandFlow
+from ._output import format_instant, parse_duration, print_json, render_table
+from ._stores import is_dsn, open_stores
+
+__all__ = ["CliError", "dispatch"]
+
+logger = logging.getLogger("trio_triggers.cli")
+
+EVENT_POLL_S = 0.25
+STATUS_EVERY_S = 15.0
+
+
+class CliError(Exception):
+    """A command failure with its exit status (2 usage/config, 1 runtime)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- shared -----------------------------------------------------------------------------
+
+
+def _resolve_db(args: argparse.Namespace, loaded: LoadedConfig | None, *, create: bool) -> str:
+    if args.db:
+        db = str(args.db)
+    elif loaded is not None and loaded.config.database:
+        db = loaded.config.database
+        if not is_dsn(db) and db != ":memory:":
+            db = str(loaded.directory / db)
+    elif loaded is not None:
+        db = str(default_db_for(loaded.path))
+    elif Path("trio-triggers.sqlite").exists():
+        db = "trio-triggers.sqlite"
+    else:
+        raise CliError("no database: pass --db PATH|DSN or --config FILE", 2)
+    if not create and not is_dsn(db) and db != ":memory:" and not Path(db).exists():
+        raise CliError(f"database {db} does not exist (run `trio-triggers run` first)", 2)
+    return db
+
+
+def _stale_after_ms(loaded: LoadedConfig | None) -> int:
+    if loaded is None or loaded.config.runner.lease_stale_after is None:
+        return HEARTBEAT_STALE_AFTER_MS
+    return max(1, round(loaded.config.runner.lease_stale_after * 1000))
+
+
+def _run_async(fn: Callable[[], Awaitable[int]]) -> int:
+    try:
+        return trio.run(fn)
+    except (TriggerError, RunStoreError) as exc:
+        code = getattr(exc, "code", "error")
+        message = getattr(exc, "message", str(exc))
+        raise CliError(f"{code}: {message}", 1) from exc
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    command: str = args.command
+    if command == "demo":
+        from ._demo import run_demo
+
+        return run_demo(json_output=args.json)
+    if command == "run":
+        config = load_config(args.config)
+        db = _resolve_db(args, config, create=True)
+        duration = None
+        if args.duration is not None:
+            try:
+                duration = parse_duration(args.duration)
+            except ValueError as exc:
+                raise CliError(f"--for: {exc}", 2) from None
+        return _run_async(partial(_run, args, config, db, duration))
+    loaded = load_config(args.config, import_flows=False) if args.config else None
+    return _dispatch_store_command(args, loaded)
+
+
+def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | None) -> int:
+    command: str = args.command
+    if command == "add":
+        trigger = _trigger_from_flags(args, loaded)
+        db = _resolve_db(args, loaded, create=True)
+        return _run_async(partial(_add, args, loaded, db, trigger))
+    db = _resolve_db(args, loaded, create=False)
+    handlers: dict[str, Callable[[argparse.Namespace, LoadedConfig | None, str], Any]] = {
+        "list": _list,
+        "history": _history,
+        "next": _next,
+        "remove": partial(_set_enabled, enabled=False, remove=True),
+        "enable": partial(_set_enabled, enabled=True, remove=False),
+        "disable": partial(_set_enabled, enabled=False, remove=False),
+        "prune": _prune,
+    }
+    if command == "history" and args.limit < 1:
+        raise CliError("--limit must be a positive integer", 2)
+    if command == "next" and args.n < 1:
+        raise CliError("-n must be a positive integer", 2)
+    if command == "prune":
+        try:
+            args.older_than_s = parse_duration(args.older_than)
+        except ValueError as exc:
+            raise CliError(f"--older-than: {exc}", 2) from None
+    handler = handlers[command]
+    return _run_async(partial(handler, args, loaded, db))
+
+
+# --- run ---------------------------------------------------------------------------------
+
+
+def build_flows(loaded: LoadedConfig) -> dict[str, FlowFn]:
+    """The runner's flows: imported Python callables and command flows."""
+    flows: dict[str, FlowFn] = {}
+    for flow_id, flow in loaded.config.flows.items():
+        if flow.command is not None:
+            cwd = loaded.directory / flow.cwd if flow.cwd else loaded.directory
+            flows[flow_id] = CommandFlow(flow.command, timeout=flow.timeout, env=flow.env, cwd=cwd)
+        else:
+            flows[flow_id] = loaded.python_flows[flow_id]
+    return flows
+
+
+async def sync_triggers(store: TriggerStore, triggers: list[Trigger]) -> list[str]:
+    """Register every declared trigger that is new or differs from its stored declaration."""
+    changed: list[str] = []
+    for trigger in triggers:
+        existing = await store.get(trigger.id)
+        if existing is not None and existing.declaration == trigger:
+            continue
+        await store.register(trigger)
+        changed.append(trigger.id)
+    return changed
+
+
+def _event_line(record: FireRecord, now_ms: int) -> str:
+    clock = format_instant(now_ms)[11:19]
+    parts = [
+        clock,
+        f"{record.trigger_id:<16}",
+        iso(record.occurrence),
+        f"{record.outcome or '':<10}",
+    ]
+    if record.run_id:
+        parts.append(record.run_id)
+    if record.error:
+        parts.append(f"error: {record.error}")
+    return "  ".join(parts)
+
+
+async def _print_events(
+    store: TriggerStore, clock: WallClock, *, json_output: bool, counters: dict[str, int]
+) -> None:
+    seen: dict[tuple[str, int], str | None] = {}
+    first = True
+    while True:
+        try:
+            page = await store.history(HistoryQuery(limit=100))
+        except TriggerError as exc:
+            logger.warning("could not read the fire ledger", extra={"error": str(exc)})
+            page = None
+        if page is not None:
+            for record in reversed(page.items):
+                key = (record.trigger_id, record.occurrence)
+                if key in seen and seen[key] == record.outcome:
+                    continue
+                seen[key] = record.outcome
+                if first or record.outcome is None:
+                    continue
+                counters[record.outcome] = counters.get(record.outcome, 0) + 1
+                if json_output:
+                    print_json(
+                        {
+                            "event": "fire",
+                            "trigger_id": record.trigger_id,
+                            "occurrence": record.occurrence,
+                            "occurrence_iso": iso(record.occurrence),
+                            "outcome": record.outcome,
+                            "run_id": record.run_id,
+                            "error": record.error,
+                        }
+                    )
+                else:
+                    print(_event_line(record, clock.now_ms()))
+            sys.stdout.flush()
+            first = False
+        await trio.sleep(EVENT_POLL_S)
+
+
+async def _status_lines(counters: dict[str, int], running: Callable[[], int]) -> None:
+    while True:
+        await trio.sleep(STATUS_EVERY_S)
+        summary = ", ".join(
+            f"{counters.get(k, 0)} {k}" for k in ("launched", "completed", "failed")
+        )
+        print(
+            f"-- status: {summary}, {counters.get('skipped', 0)} skipped; {running()} running now",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+async def _run(
+    args: argparse.Namespace, loaded: LoadedConfig, db: str, duration: float | None
+) -> int:
+    clock = SystemWallClock()
+    flows = build_flows(loaded)
+    runner_cfg = loaded.config.runner
+    sched = loaded.config.scheduler
+    options = SchedulerOptions(
+        poll_interval=sched.poll_interval,
+        run_poll_interval=sched.run_poll_interval,
+        concurrency=sched.concurrency,
+        start_timeout=sched.start_timeout,
+        inspect_timeout=sched.inspect_timeout,
+        cancel_timeout=sched.cancel_timeout,
+        fire_retention=sched.fire_retention_days * 86_400,
+        host=sched.host,
+    )
+    owner = OwnerId.for_this_process(runner_cfg.host_id)
+    counters: dict[str, int] = {}
+    async with open_stores(db, clock=clock, stale_after_ms=_stale_after_ms(loaded)) as (
+        trigger_store,
+        run_store,
+    ):
+        changed = await sync_triggers(trigger_store, loaded.triggers)
+        declared = {t.id for t in loaded.triggers}
+        for row in await trigger_store.list():
+            trigger = row.trigger
+            if (
+                row.trigger_id not in declared
+                and trigger is not None
+                and trigger.enabled
+                and trigger.flow_id not in flows
+            ):
+                logger.warning(
+                    "trigger %s (added with `trio-triggers add`) names flow %s, which this "
+                    "config does not declare; its runs will fail",
+                    row.trigger_id,
+                    trigger.flow_id,
+                )
+        async with (
+            open_local_runner(
+                run_store,
+                flows,
+                clock=clock,
+                owner=owner,
+                concurrency=runner_cfg.concurrency,
+                poll_interval=runner_cfg.poll_interval,
+                cancel_poll_interval=min(1.0, runner_cfg.poll_interval),
+            ) as runner,
+            open_scheduler(trigger_store, runner, options=options, clock=clock) as sch,
+            trio.open_nursery() as nursery,
+        ):
+            await nursery.start(sch.serve)
+            enabled = sum(1 for t in loaded.triggers if t.enabled)
+            until = f" for {args.duration}" if duration is not None else ""
+            print(
+                f"-- serving {enabled} trigger(s) from {loaded.path} on {db}{until}"
+                f" ({len(changed)} registered or updated); Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
+            if not args.quiet:
+                nursery.start_soon(
+                    partial(
+                        _print_events,
+                        trigger_store,
+                        clock,
+                        json_output=args.json,
+                        counters=counters,
+                    )
+                )
+                nursery.start_soon(_status_lines, counters, lambda: len(runner.running))
+            nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+            if duration is not None:
+                await trio.sleep(duration)
+                nursery.cancel_scope.cancel()
+            else:
+                await trio.sleep_forever()
+    print("-- stopped; running flows were handed back for the next start", file=sys.stderr)
+    return 0
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            print(
+                f"-- {signal.Signals(signum).name}: stopping cleanly", file=sys.stderr, flush=True
+            )
+            scope.cancel()
+            return
+
+
+# --- reading commands ------------------------------------------------------------------
+
+
+def _policies(overlap: str, catch_up: str, max_catch_up: int) -> str:
+    text = f"{overlap}/{catch_up}"
+    if catch_up != "none":
+        text += f"({max_catch_up})"
+    return text
+
+
+async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        rows = await summaries(store, clock)
+    if args.json:
+        print_json(rows)
+        return 0
+    table = [
+        [
+            s.trigger_id,
+            s.flow_id,
+            s.cron,
+            s.timezone or "(local)",
+            _policies(s.overlap, s.catch_up, s.max_catch_up),
+            "yes" if s.enabled else "no",
+            format_instant(s.last_fired_at),
+            format_instant(s.pending_at),
+            s.active_run_id or "-",
+            format_instant(s.next_occurrences[0]) if s.next_occurrences else "-",
+        ]
+        for s in rows
+    ]
+    headers = ["ID", "FLOW", "CRON", "TIMEZONE", "POLICIES", "ENABLED", "LAST FIRED"]
+    headers += ["PENDING", "ACTIVE RUN", "NEXT"]
+    print(render_table(headers, table) if table else "no triggers")
+    return 0
+
+
+async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    query = HistoryQuery(trigger_id=args.trigger, outcome=args.outcome, limit=args.limit)
+    async with open_stores(db, clock=clock) as (store, _runs):
+        page = await fires(store, query)
+    if args.json:
+        print_json(
+            [
+                {
+                    "trigger_id": r.trigger_id,
+                    "occurrence": r.occurrence,
+                    "occurrence_iso": iso(r.occurrence),
+                    "outcome": r.outcome,
+                    "run_id": r.run_id,
+                    "error": r.error,
+                }
+                for r in page.items
+            ]
+        )
+        return 0
+    table = [
+        [
+            format_instant(r.occurrence),
+            r.trigger_id,
+            r.outcome or "(claimed)",
+            r.run_id or "-",
+            (r.error or "")[:80],
+        ]
+        for r in page.items
+    ]
+    headers = ["OCCURRENCE", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
+    print(render_table(headers, table) if table else "no fires recorded")
+    return 0
+
+
+async def _next(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        trigger = await store.get(args.trigger_id)
+    if trigger is None:
+        raise CliError(f"unknown trigger {args.trigger_id}", 1)
+    now = clock.now_ms()
+    cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+    found: list[int] = []
+    at = now
+    for _ in range(args.n):
+        at = cron.next(at)
+        found.append(at)
+    if args.json:
+        print_json([{"occurrence": o, "occurrence_iso": iso(o)} for o in found])
+        return 0
+    zone = _zone(trigger.timezone)
+    for occurrence in found:
+        local = f"   ({format_instant(occurrence, zone)})" if zone is not None else ""
+        print(f"{format_instant(occurrence)}{local}")
+    return 0
+
+
+def _zone(name: str | None) -> Any:
+    if name is None:
+        return None
+    try:
+        import zoneinfo
+
+        return zoneinfo.ZoneInfo(name)
+    except Exception:
+        return None
+
+
+# --- writing commands ------------------------------------------------------------------
+
+
+def _trigger_from_flags(args: argparse.Namespace, loaded: LoadedConfig | None) -> Trigger:
+    try:
+        input_value = msgspec.json.decode(args.input)
+    except msgspec.DecodeError as exc:
+        raise CliError(f"--input is not JSON: {exc}", 2) from None
+    if loaded is not None and args.flow not in loaded.config.flows:
+        raise CliError(
+            f"--flow: {loaded.path} declares no flow {args.flow!r} "
+            f"(declared: {', '.join(sorted(loaded.config.flows)) or 'none'})",
+            2,
+        )
+    try:
+        return Trigger.make(
+            {
+                "id": args.id,
+                "flow_id": args.flow,
+                "input": input_value,
+                "cron": args.cron,
+                "timezone": args.timezone,
+                "overlap": args.overlap,
+                "catch_up": args.catch_up,
+                "max_catch_up": args.max_catch_up,
+                "enabled": not args.disabled,
+            }
+        )
+    except TriggerError as exc:
+        where = f"--{(exc.path or 'cron').replace('_', '-')}"
+        if exc.path == "flow_id":
+            where = "--flow"
+        raise CliError(f"{where}: {exc.code}: {exc.message}", 2) from None
+
+
+async def _add(
+    args: argparse.Namespace, loaded: LoadedConfig | None, db: str, trigger: Trigger
+) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        registered = await store.register(trigger)
+    if args.json:
+        print_json(registered)
+    else:
+        print(f"registered {registered.id} (revision {registered.revision}) in {db}")
+    return 0
+
+
+async def _set_enabled(
+    args: argparse.Namespace,
+    loaded: LoadedConfig | None,
+    db: str,
+    *,
+    enabled: bool,
+    remove: bool,
+) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        existing = await store.get(args.trigger_id)
+        if existing is None:
+            raise CliError(f"unknown trigger {args.trigger_id}", 1)
+        if existing.enabled != enabled:
+            existing = await store.register(
+                msgspec.structs.replace(existing.declaration, enabled=enabled)
+            )
+    if args.json:
+        print_json(existing)
+        return 0
+    state = "enabled" if enabled else "disabled"
+    if remove:
+        print(
+            f"removed {args.trigger_id}: it is disabled for good and its history is kept "
+            "(the trigger store keeps every registration; see docs/config.md)"
+        )
+    else:
+        print(f"{args.trigger_id} is {state} (revision {existing.revision})")
+    if loaded is not None and any(t.id == args.trigger_id for t in loaded.triggers):
+        print(
+            f"note: {loaded.path} declares {args.trigger_id}; `trio-triggers run` applies the "
+            "file's declaration again at its next start, so edit the file to make this last",
+            file=sys.stderr,
+        )
+    return 0
+
+
+async def _prune(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    cutoff = clock.now_ms() - math.ceil(args.older_than_s * 1000)
+    async with open_stores(db, clock=clock) as (store, _runs):
+        deleted = await store.prune_fires(cutoff)
+    if args.json:
+        print_json({"deleted": deleted, "older_than": cutoff, "older_than_iso": iso(cutoff)})
+    else:
+        print(f"pruned {deleted} settled fire(s) older than {format_instant(cutoff)}")
+    return 0

@@ -1,0 +1,349 @@
+"""The ``triggers.toml`` config file: decoding and validation (``docs/config.md``).
+
+Everything is checked before anything touches a database: TOML syntax, unknown keys, value types,
+each trigger through ``Trigger.make`` (cron, timezone, policies), duplicate trigger ids, flow
+references, Python flows importing to an async callable and command flows being argv lists. The
+first problem raises :class:`ConfigError`, which names the file, the field path (and the line for
+syntax errors) and an error code; the CLI prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from .._declarations import Trigger
+from .._errors import TriggerError
+
+__all__ = [
+    "DEFAULT_DB_NAME",
+    "Config",
+    "ConfigError",
+    "FlowConfig",
+    "LoadedConfig",
+    "RunnerConfig",
+    "SchedulerConfig",
+    "TriggerConfig",
+    "default_db_for",
+    "load_config",
+]
+
+DEFAULT_DB_NAME = "trio-triggers.sqlite"
+"""The database used when neither ``--db`` nor ``database`` is given: next to the config file."""
+
+Overlap = Literal["skip", "buffer-one", "supersede"]
+CatchUp = Literal["none", "one", "all"]
+
+
+class ConfigError(Exception):
+    """A config problem: ``file``, ``field`` (dotted path or ``None``), ``code``, ``message``.
+
+    ``str(err)`` is ``"<file>: <field>: <code>: <message>"`` (the field part is left out when
+    the problem is not tied to one; a syntax error names ``line <n>``).
+    """
+
+    def __init__(self, file: str, field: str | None, code: str, message: str) -> None:
+        self.file = file
+        self.field = field
+        self.code = code
+        self.message = message
+        where = f"{file}: {field}" if field else file
+        super().__init__(f"{where}: {code}: {message}")
+
+
+class FlowConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[flows.<id>]`` table: exactly one of ``python`` or ``command``."""
+
+    python: str | None = None
+    """``"package.module:function"``: an ``async def function(input, run)``."""
+    command: list[str] | None = None
+    """An argv list run with ``trio.run_process``; the input arrives as JSON on stdin."""
+    timeout: float | None = None
+    """Seconds a command may run before it is killed and the run fails (commands only)."""
+    env: dict[str, str] | None = None
+    """Extra environment variables for a command."""
+    cwd: str | None = None
+    """Working directory of a command (relative to the config file's directory)."""
+
+
+class TriggerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[[triggers]]`` entry (the fields of ``Trigger``, with ``flow`` for ``flow_id``)."""
+
+    id: str
+    flow: str
+    cron: str
+    timezone: str | None = None
+    input: Any = msgspec.field(default_factory=dict)
+    overlap: Overlap = "skip"
+    catch_up: CatchUp = "none"
+    max_catch_up: int = 0
+    enabled: bool = True
+
+
+class RunnerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[runner]``: the embedded ``LocalRunner``."""
+
+    concurrency: int = 4
+    poll_interval: float = 1.0
+    host_id: str | None = None
+    lease_stale_after: float | None = None
+    """Seconds after which a silent owner's lease counts as expired (default 30, the contract's
+    ``HEARTBEAT_STALE_AFTER_MS``). Lower it only for tests on one host: every process sharing
+    the database must use the same value."""
+
+
+class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[scheduler]``: ``SchedulerOptions`` (seconds) for ``trio-triggers run``."""
+
+    poll_interval: float = 1.0
+    run_poll_interval: float = 1.0
+    concurrency: int = 4
+    start_timeout: float = 240.0
+    inspect_timeout: float = 30.0
+    cancel_timeout: float = 30.0
+    fire_retention_days: float = 30.0
+    host: str = "local"
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The whole file."""
+
+    database: str | None = None
+    runner: RunnerConfig = msgspec.field(default_factory=RunnerConfig)
+    scheduler: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
+    flows: dict[str, FlowConfig] = msgspec.field(default_factory=dict)
+    triggers: list[TriggerConfig] = msgspec.field(default_factory=list)
+
+
+class LoadedConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated config: the decoded file plus what validation produced."""
+
+    path: Path
+    config: Config
+    triggers: list[Trigger]
+    python_flows: dict[str, Callable[..., Any]]
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`$")
+
+
+def _msgspec_path(raw: str) -> str:
+    path = raw.lstrip(".")
+    return path
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base}.{name}" if base else name
+
+
+def _from_validation(file: str, exc: msgspec.ValidationError, prefix: str = "") -> ConfigError:
+    match = _AT.match(str(exc))
+    assert match is not None
+    message = match.group("msg")
+    path = _msgspec_path(match.group("path") or "")
+    if prefix:
+        path = f"{prefix}.{path}" if path and not path.startswith("[") else prefix + path
+    unknown = _UNKNOWN.match(message)
+    if unknown:
+        return ConfigError(
+            file, _join(path, unknown.group("name")), "unknown_key", "unknown key in config"
+        )
+    missing = _MISSING.match(message)
+    if missing:
+        return ConfigError(
+            file, _join(path, missing.group("name")), "missing_key", "required key is missing"
+        )
+    return ConfigError(file, path or None, "invalid_value", message)
+
+
+def default_db_for(config_path: Path) -> Path:
+    return config_path.parent / DEFAULT_DB_NAME
+
+
+def _positive(file: str, field: str, value: float) -> None:
+    if not (value > 0 and value != float("inf")):
+        raise ConfigError(file, field, "invalid_value", "must be a finite positive number")
+
+
+def _import_flow(file: str, field: str, target: str, directory: Path) -> Callable[..., Any]:
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(
+            file, field, "invalid_flow", "python flows are written 'package.module:function'"
+        )
+    directory_text = str(directory)
+    if directory_text not in sys.path:
+        sys.path.insert(0, directory_text)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            file,
+            field,
+            "flow_import",
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(
+                file, field, "flow_import", f"module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    if not callable(obj):
+        raise ConfigError(file, field, "invalid_flow", f"{target!r} is not callable")
+    if not (inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(obj.__call__)):
+        raise ConfigError(
+            file, field, "invalid_flow", f"{target!r} must be an async function (input, run)"
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> LoadedConfig:
+    """Read and validate a config file; raise :class:`ConfigError` on the first problem."""
+    config_path = Path(path)
+    file = str(path)
+    try:
+        raw = config_path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(file, None, "unreadable", exc.strerror or str(exc)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(file, None, "syntax", "the file is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line_no = f"line {line.group(1)}" if line else None
+        raise ConfigError(file, line_no, "syntax", str(exc)) from None
+    # Flows are decoded one by one so an error names its flow (msgspec writes dict keys as
+    # ``[...]`` in its paths).
+    raw_flows = data.pop("flows", {})
+    if not isinstance(raw_flows, dict):
+        raise ConfigError(file, "flows", "invalid_value", "flows must be a table of flow tables")
+    decoded_flows: dict[str, FlowConfig] = {}
+    for name, value in raw_flows.items():
+        try:
+            decoded_flows[name] = msgspec.convert(value, FlowConfig)
+        except msgspec.ValidationError as exc:
+            raise _from_validation(file, exc, f"flows.{name}") from None
+    try:
+        config = msgspec.convert(data, Config)
+    except msgspec.ValidationError as exc:
+        raise _from_validation(file, exc) from None
+    config = msgspec.structs.replace(config, flows=decoded_flows)
+
+    _positive(file, "runner.poll_interval", config.runner.poll_interval)
+    if config.runner.concurrency < 1:
+        raise ConfigError(file, "runner.concurrency", "invalid_value", "must be at least 1")
+    if config.scheduler.concurrency < 1:
+        raise ConfigError(file, "scheduler.concurrency", "invalid_value", "must be at least 1")
+    for name in (
+        "poll_interval",
+        "run_poll_interval",
+        "start_timeout",
+        "inspect_timeout",
+        "cancel_timeout",
+        "fire_retention_days",
+    ):
+        _positive(file, f"scheduler.{name}", getattr(config.scheduler, name))
+    stale = config.runner.lease_stale_after
+    if stale is not None and not (2.0 <= stale < float("inf")):
+        raise ConfigError(
+            file, "runner.lease_stale_after", "invalid_value", "must be at least 2 seconds"
+        )
+    if config.runner.host_id is not None and not config.runner.host_id:
+        raise ConfigError(file, "runner.host_id", "invalid_value", "must not be empty")
+
+    python_flows: dict[str, Callable[..., Any]] = {}
+    for flow_id, flow in config.flows.items():
+        field = f"flows.{flow_id}"
+        if not flow_id or "\x00" in flow_id:
+            raise ConfigError(file, field, "invalid_flow", "flow ids must be non-empty")
+        if (flow.python is None) == (flow.command is None):
+            raise ConfigError(
+                file, field, "invalid_flow", "a flow needs exactly one of 'python' or 'command'"
+            )
+        if flow.command is not None:
+            if not flow.command or not flow.command[0]:
+                raise ConfigError(
+                    file,
+                    f"{field}.command",
+                    "invalid_flow",
+                    "command must be a non-empty list of strings (argv)",
+                )
+            if flow.timeout is not None:
+                _positive(file, f"{field}.timeout", flow.timeout)
+        else:
+            for extra in ("timeout", "env", "cwd"):
+                if getattr(flow, extra) is not None:
+                    raise ConfigError(
+                        file, f"{field}.{extra}", "invalid_flow", "only command flows take this"
+                    )
+            assert flow.python is not None
+            if import_flows:
+                python_flows[flow_id] = _import_flow(
+                    file, f"{field}.python", flow.python, config_path.parent
+                )
+
+    triggers: list[Trigger] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(config.triggers):
+        base = f"triggers[{index}]"
+        if entry.id in seen:
+            raise ConfigError(
+                file,
+                f"{base}.id",
+                "duplicate_trigger",
+                f"trigger id {entry.id!r} is already declared at triggers[{seen[entry.id]}]",
+            )
+        seen[entry.id] = index
+        if entry.flow not in config.flows:
+            raise ConfigError(
+                file,
+                f"{base}.flow",
+                "unknown_flow",
+                f"no flow {entry.flow!r} is declared under [flows]",
+            )
+        try:
+            trigger = Trigger.make(
+                {
+                    "id": entry.id,
+                    "flow_id": entry.flow,
+                    "input": entry.input,
+                    "cron": entry.cron,
+                    "timezone": entry.timezone,
+                    "overlap": entry.overlap,
+                    "catch_up": entry.catch_up,
+                    "max_catch_up": entry.max_catch_up,
+                    "enabled": entry.enabled,
+                }
+            )
+        except TriggerError as exc:
+            where: str | None = exc.path
+            if where == "flow_id":
+                where = "flow"
+            if where is None and exc.code in ("invalid_cron", "unsatisfiable_cron"):
+                where = "timezone" if "time zone" in exc.message else "cron"
+            raise ConfigError(
+                file, f"{base}.{where}" if where else base, exc.code, exc.message
+            ) from None
+        triggers.append(trigger)
+    return LoadedConfig(
+        path=config_path, config=config, triggers=triggers, python_flows=python_flows
+    )

@@ -1,0 +1,103 @@
+"""Command flows: an argv list run with ``trio.run_process`` for each run.
+
+* the run's input is written to the command's stdin as JSON;
+* the environment carries ``TT_RUN_ID``, ``TT_FLOW_ID`` and ``TT_IDEMPOTENCY_KEY`` (the last is
+  what a command uses to make its side effects idempotent, see ``docs/process-death.md``);
+* exit status 0 completes the run. Its stdout is the result: parsed as JSON when it is JSON,
+  otherwise kept as a string (the last 4 000 characters), ``null`` when empty;
+* a non-zero status (or death by a signal, or the timeout) fails the run with an error that
+  keeps the tail of stderr;
+* cancelling the run (a cancel request, a lost lease, Ctrl-C) kills the process: Trio's
+  ``run_process`` terminates it, then kills it if it does not exit promptly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from .._local_runner import RunContext
+
+__all__ = ["CommandFailed", "CommandFlow"]
+
+STDERR_TAIL = 2_000
+STDOUT_TAIL = 4_000
+
+
+class CommandFailed(Exception):
+    """A command flow exited unsuccessfully; ``str(err)`` carries the stderr tail."""
+
+
+def _tail(data: bytes, limit: int) -> str:
+    text = data.decode("utf-8", "replace")
+    if len(text) > limit:
+        text = "..." + text[-limit:]
+    return text.strip()
+
+
+class CommandFlow:
+    """A flow that runs ``argv`` (see the module docs)."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
+            raise TypeError("a command is a non-empty list of strings")
+        self.argv = list(argv)
+        self.timeout = timeout
+        self.env = dict(env or {})
+        self.cwd = Path(cwd) if cwd is not None else None
+
+    def __repr__(self) -> str:
+        return f"CommandFlow({self.argv!r})"
+
+    async def __call__(self, input: Any, run: RunContext) -> Any:
+        env = dict(os.environ)
+        env.update(self.env)
+        env["TT_RUN_ID"] = run.run_id
+        env["TT_FLOW_ID"] = run.flow_id
+        env["TT_IDEMPOTENCY_KEY"] = run.idempotency_key or ""
+        stdin = msgspec.json.encode(input)
+        deadline = self.timeout if self.timeout is not None else math.inf
+        with trio.move_on_after(deadline) as scope:
+            proc = await trio.run_process(
+                self.argv,
+                stdin=stdin,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                env=env,
+                cwd=self.cwd,
+            )
+        if scope.cancelled_caught:
+            raise CommandFailed(f"command {self.argv[0]} timed out after {self.timeout} s")
+        stderr = _tail(proc.stderr or b"", STDERR_TAIL)
+        if proc.returncode != 0:
+            if proc.returncode < 0:
+                try:
+                    what = f"was killed by {signal.Signals(-proc.returncode).name}"
+                except ValueError:
+                    what = f"was killed by signal {-proc.returncode}"
+            else:
+                what = f"exited with status {proc.returncode}"
+            detail = f": {stderr}" if stderr else ""
+            raise CommandFailed(f"command {self.argv[0]} {what}{detail}")
+        out = (proc.stdout or b"").strip()
+        if not out:
+            return None
+        try:
+            return msgspec.json.decode(out)
+        except msgspec.DecodeError:
+            return _tail(out, STDOUT_TAIL)

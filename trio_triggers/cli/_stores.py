@@ -1,0 +1,60 @@
+"""Opening both stores of one database for the CLI: a SQLite file or a PostgreSQL DSN."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from .._clock import WallClock
+from .._errors import TriggerError
+from .._ownership import HEARTBEAT_STALE_AFTER_MS, RunStore, open_sqlite_run_store
+from .._sqlite import SqliteDatabase
+from .._store import SqliteTriggerStore, TriggerStore
+
+__all__ = ["is_dsn", "open_stores"]
+
+
+def is_dsn(db: str) -> bool:
+    """Whether ``db`` names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+@asynccontextmanager
+async def open_stores(
+    db: str,
+    *,
+    clock: WallClock,
+    stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+) -> AsyncIterator[tuple[TriggerStore, RunStore]]:
+    """Open the trigger store and the run store of ``db`` (one SQLite connection for both)."""
+    if is_dsn(db):
+        async with _open_postgres(db, clock=clock, stale_after_ms=stale_after_ms) as stores:
+            yield stores
+        return
+    try:
+        database = await SqliteDatabase.open(db)
+    except sqlite3.Error as exc:
+        raise TriggerError("store", f"could not open the SQLite database {db}: {exc}") from exc
+    try:
+        trigger_store = await SqliteTriggerStore.open(database, clock=clock)
+        async with open_sqlite_run_store(
+            database, clock=clock, stale_after_ms=stale_after_ms
+        ) as run_store:
+            yield trigger_store, run_store
+    finally:
+        await database.aclose()
+
+
+@asynccontextmanager
+async def _open_postgres(
+    dsn: str, *, clock: WallClock, stale_after_ms: int
+) -> AsyncIterator[tuple[TriggerStore, RunStore]]:
+    try:
+        from ..postgres import open_postgres_stores
+    except ImportError as exc:  # pragma: no cover - psycopg missing
+        raise TriggerError(
+            "store", "PostgreSQL needs the extra: pip install 'trio-triggers[postgres]'"
+        ) from exc
+    async with open_postgres_stores(dsn, clock=clock, stale_after_ms=stale_after_ms) as stores:
+        yield stores.trigger_store, stores.run_store
