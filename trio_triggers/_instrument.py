@@ -101,10 +101,16 @@ class _Otel:
     def __init__(self) -> None:
         from opentelemetry import metrics, trace
 
+        self._trace = trace
+        self._idle_providers = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._meter = metrics.get_meter("trio_triggers")
         self.tracer = trace.get_tracer("trio_triggers")
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}
+
+    def tracing(self) -> bool:
+        """Whether an SDK tracer provider is installed (without one, spans are skipped)."""
+        return not isinstance(self._trace.get_tracer_provider(), self._idle_providers)
 
     def counter(self, name: str) -> Any:
         instrument = self._counters.get(name)
@@ -196,7 +202,7 @@ def span(name: str, attributes: Attributes | None = None) -> Iterator[None]:
             recorded.ended = True
         return
     otel = _otel_backend()
-    if otel is None:
+    if otel is None or not otel.tracing():
         yield
         return
     with otel.tracer.start_as_current_span(name, attributes=attrs):

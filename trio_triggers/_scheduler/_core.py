@@ -119,6 +119,7 @@ class Scheduler:
         self._next_due: dict[str, int] = {}
         self._crons: dict[tuple[str, str | None], Cron] = {}
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
+        self._next_cache: dict[str, tuple[str, str | None, int]] = {}
 
     # ------------------------------------------------------------------ public surface
 
@@ -325,58 +326,65 @@ class Scheduler:
             )
         listing = await self._store.list()
         next_due: dict[str, int] = {}
-        limiter = trio.CapacityLimiter(self._settings.concurrency)
+        rows = iter(listing)
+
+        async def worker() -> None:
+            # The workers share one iterator, so rows begin in listing order, each row is
+            # processed by exactly one task and at most ``concurrency`` run at once.
+            for row in rows:
+                await self._process_row(row, next_due)
+
         with one_exception():
             async with trio.open_nursery() as nursery:
-                for row in listing:
-                    # ``start`` returns once the row's task holds a slot, so rows begin in
-                    # listing order and at most ``concurrency`` run at once.
-                    await nursery.start(self._process_row, row, limiter, next_due)
+                for _ in range(min(self._settings.concurrency, len(listing))):
+                    nursery.start_soon(worker)
         self._next_due = next_due
+        if len(self._next_cache) > 2 * len(next_due) + 1000:
+            self._next_cache = {k: v for k, v in self._next_cache.items() if k in next_due}
 
-    async def _process_row(
-        self,
-        row: Listed,
-        limiter: trio.CapacityLimiter,
-        next_due: dict[str, int],
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        async with limiter:
-            task_status.started()
-            trigger = row.trigger
-            if row.error is not None or trigger is None:
-                logger.error(
-                    "A trigger tick failed",
-                    exc_info=row.error,
-                    extra={"trigger_id": row.trigger_id},
-                )
-                return
-            try:
-                await self.process_trigger(
-                    trigger, Held(active_run_id=row.active_run_id, pending_at=row.pending_at)
-                )
-            except Exception:
-                logger.error(
-                    "A trigger tick failed", exc_info=True, extra={"trigger_id": row.trigger_id}
-                )
-            if trigger.enabled:
-                upcoming = self._next_occurrence(trigger)
-                if upcoming is not None:
-                    next_due[trigger.id] = upcoming
+    async def _process_row(self, row: Listed, next_due: dict[str, int]) -> None:
+        trigger = row.trigger
+        if row.error is not None or trigger is None:
+            logger.error(
+                "A trigger tick failed", exc_info=row.error, extra={"trigger_id": row.trigger_id}
+            )
+            return
+        try:
+            await self.process_trigger(
+                trigger, Held(active_run_id=row.active_run_id, pending_at=row.pending_at)
+            )
+        except Exception:
+            logger.error(
+                "A trigger tick failed", exc_info=True, extra={"trigger_id": row.trigger_id}
+            )
+        if trigger.enabled:
+            upcoming = self._next_occurrence(trigger)
+            if upcoming is not None:
+                next_due[trigger.id] = upcoming
 
     def _next_occurrence(self, trigger: RegisteredTrigger) -> int | None:
-        key = (trigger.cron, trigger.timezone)
+        """The trigger's next occurrence after now (for the wake-on-deadline sleep)."""
         now = self._clock.now_ms()
+        cached = self._next_cache.get(trigger.id)
+        if (
+            cached is not None
+            and cached[0] == trigger.cron
+            and cached[1] == trigger.timezone
+            and cached[2] > now
+        ):
+            return cached[2]
+        key = (trigger.cron, trigger.timezone)
         try:
             cron = self._crons.get(key)
             if cron is None:
                 if len(self._crons) > 10_000:
                     self._crons.clear()
                 cron = self._crons[key] = Cron.parse(trigger.cron, trigger.timezone, now=now)
-            return cron.next(now)
+            upcoming = cron.next(now)
         except TriggerError:
             return None
+        self._next_cache[trigger.id] = (trigger.cron, trigger.timezone, upcoming)
+        return upcoming
 
     # ------------------------------------------------------------------ §12.6
 
