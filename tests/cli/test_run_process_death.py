@@ -96,7 +96,9 @@ def test_sigkill_mid_run_then_restart_runs_every_boundary_once(tmp_path: Path) -
     try:
         # the killed run is taken over once its 2 s lease expires, and re-run
         _wait_for(lambda: killed_key in _lines(out), 12)
-        time.sleep(1.5)
+        time.sleep(1.0)
+        _wait_for(in_flight, 5)  # SIGINT arrives while a flow is running
+        interrupted_key = _lines(started)[-1]
     finally:
         second.send_signal(signal.SIGINT)
         stdout, stderr = second.communicate(timeout=15)
@@ -130,5 +132,22 @@ def test_sigkill_mid_run_then_restart_runs_every_boundary_once(tmp_path: Path) -
 
     with sqlite3.connect(tmp_path / "trio-triggers.sqlite") as db:
         statuses = dict(db.execute("SELECT status, count(*) FROM tt_runs GROUP BY status"))
+        handed_back = [
+            k
+            for (k,) in db.execute("SELECT idempotency_key FROM tt_runs WHERE status = 'suspended'")
+        ]
     assert "failed" not in statuses  # SIGINT stopped runs without failing them
     assert set(statuses) <= {"completed", "suspended"}
+    assert handed_back == [interrupted_key]  # the run in flight at SIGINT, for the next start
+
+    # the next start picks the handed-back run up at once (no lease to wait for) and finishes it
+    third = _cli("run", "--config", str(config), "--for", "2s", "--quiet", cwd=tmp_path)
+    _, stderr = third.communicate(timeout=20)
+    assert third.returncode == 0, stderr
+    assert interrupted_key in _lines(out)
+    assert _lines(out).count(interrupted_key) == 1
+    with sqlite3.connect(tmp_path / "trio-triggers.sqlite") as db:
+        (status,) = db.execute(
+            "SELECT status FROM tt_runs WHERE idempotency_key = ?", (interrupted_key,)
+        ).fetchone()
+    assert status == "completed"
