@@ -280,3 +280,15 @@ async def test_record_result_round_trip_uses_store_clock_not_server_time(
         beat = await store.last_heartbeat()
         assert beat is not None and (beat.host, beat.ticked_at) == ("host-a", 1_000)
         assert (await store.get("daily")) is not None
+
+
+async def test_run_store_opens_every_connection_up_front(postgres_dsn: str) -> None:
+    """A heartbeat never waits for a connect: the run store's pool is full from the start."""
+    async with open_postgres_run_store(postgres_dsn, clock=ManualClock(), pool_size=3) as store:
+        with admin_connection(postgres_dsn) as admin:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                "'trio-triggers:runs' AND datname = current_database()"
+            ).fetchone()
+        assert row is not None and row[0] == 3
+        assert store.database.pool_size == 3

@@ -199,22 +199,27 @@ class PostgresDatabase:
         pool_size: int = DEFAULT_POOL_SIZE,
         executor: Executor | None = None,
         application_name: str = "trio-triggers",
+        min_size: int = 1,
     ) -> PostgresDatabase:
-        """Open a pool on ``dsn`` and wait until one connection works.
+        """Open a pool on ``dsn`` and wait until its first ``min_size`` connections work.
 
         ``executor`` defaults to a :class:`ThreadExecutor` limited to ``pool_size``; a caller may
-        pass a wrapper of one (the test helper that pauses ``MockClock`` autojump does). Raises
-        ``ValueError`` for bad options, :class:`psycopg.ProgrammingError` for a malformed DSN and
-        :class:`psycopg.OperationalError` (e.g. :class:`psycopg_pool.PoolTimeout`) when the
+        pass a wrapper of one (the test helper that pauses ``MockClock`` autojump does).
+        ``min_size`` connections are kept open (the others are opened on demand). Raises
+        ``ValueError`` for bad options, :class:`psycopg.ProgrammingError` for a malformed DSN
+        and :class:`psycopg.OperationalError` (e.g. :class:`psycopg_pool.PoolTimeout`) when the
         server cannot be reached.
         """
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
+        if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
+            raise ValueError("min_size must be a positive integer")
+        min_size = min(min_size, pool_size)
         conninfo = build_conninfo(dsn, timeouts, application_name=application_name)
         chosen: Executor = executor if executor is not None else ThreadExecutor(pool_size)
         pool: psycopg_pool.ConnectionPool[Connection] = psycopg_pool.ConnectionPool(
             conninfo,
-            min_size=1,
+            min_size=min_size,
             max_size=pool_size,
             open=False,
             timeout=timeouts.pool_timeout,

@@ -274,6 +274,8 @@ async def open_postgres_run_store(
             pool_size=pool_size,
             executor=executor,
             application_name="trio-triggers:runs",
+            # Every connection open up front: a heartbeat never waits for a connect.
+            min_size=pool_size,
         )
     except psycopg.Error as exc:
         raise _driver_error("open", exc) from exc
