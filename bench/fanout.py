@@ -255,6 +255,20 @@ def main() -> None:
         print(
             f"\ngoal (N=1000 on SQLite keeps up, p99 < 100 ms): {'met' if keeps_up else 'NOT met'}"
         )
+    postgres_section(counts, seconds, warmup, aps_python)
+
+
+def postgres_section(
+    counts: list[int], seconds: float, warmup: float, aps_python: Path | None
+) -> None:
+    """PostgreSQL rows (ours and APScheduler's SQLAlchemy store) when TT_POSTGRES_DSN is set."""
+    from _fanout_postgres import compare_postgres, postgres_rows
+
+    pg_rows = postgres_rows(counts, seconds, warmup, aps_python)
+    if pg_rows:
+        print()
+        print_table(pg_rows)
+        compare_postgres(pg_rows)
 
 
 def measure_env(command: list[str], extra_env: dict[str, str]) -> dict[str, Any]:
