@@ -1,0 +1,314 @@
+"""Three scheduler processes, each with a LocalRunner, on one database, killed at random.
+
+Twenty triggers fire every second (``overlap="supersede"``, ``catch_up="all"``) for a window of
+about a minute while a driver SIGKILLs a random process every few seconds and restarts it. Then
+the killing stops, the processes run on for one run lease (``STALE_AFTER_MS``, so runs of killed
+owners are taken over) and a few seconds more, the triggers are disabled, and once everything has
+settled the database must show what the claim protocol promises (``docs/postgres.md``):
+
+* **no boundary is missing**: every second of the window has a ledger row for every trigger;
+* **everything settled**: no ledger row is unclaimed, buffered or still ``launched``; every run
+  row is terminal;
+* **one run per idempotency key**: every launched boundary (``completed``/``failed``) names
+  exactly one run row, the one with that boundary's key; no run exists for a boundary that is
+  not in the ledger; a ``superseded`` boundary has at most one run, and it is terminal;
+* **the ledger agrees with the runs table**: a ``completed`` boundary's run is ``completed``.
+
+A boundary can legitimately end ``superseded`` without a run: its claimant was killed between
+the claim and the launch, and the next boundary displaced the reservation. The test also
+requires most boundaries to have completed runs, so it cannot pass vacuously.
+
+The same test runs on PostgreSQL and on one SQLite file. Each takes about two minutes of real
+time, so it is marked ``slow`` and runs only with ``TT_RUN_SLOW=1``; ``TT_MP_WINDOW_S`` shortens
+the window for a quick look.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+from tests.pg_support import fresh_schema
+from trio_triggers import SystemWallClock
+from trio_triggers._declarations import Trigger
+from trio_triggers._identities import idempotency_key
+from trio_triggers._store import TriggerStore, open_sqlite_trigger_store
+from trio_triggers.postgres import open_postgres_trigger_store
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TRIGGERS = 20
+PROCESSES = 3
+STALE_AFTER_MS = 5_000
+WINDOW_S = float(os.environ.get("TT_MP_WINDOW_S", "60"))
+SEED = int(os.environ.get("TT_MP_SEED", "7"))
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("TT_RUN_SLOW", "") in ("", "0"),
+        reason="a two-minute real-time soak test per backend: set TT_RUN_SLOW=1 to run it",
+    ),
+]
+
+
+def every_second(index: int, *, enabled: bool = True) -> Trigger:
+    return Trigger.make(
+        {
+            "id": f"t{index:02d}",
+            "flow_id": "flow",
+            "input": {"index": index},
+            "cron": "* * * * * *",
+            "timezone": "UTC",
+            "overlap": "supersede",
+            "catch_up": "all",
+            "max_catch_up": 120,
+            "enabled": enabled,
+        }
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_store(db: str) -> AsyncIterator[TriggerStore]:
+    if db.startswith("postgresql://"):
+        async with open_postgres_trigger_store(db, clock=SystemWallClock()) as pg:
+            yield pg
+    else:
+        async with open_sqlite_trigger_store(db, clock=SystemWallClock()) as lite:
+            yield lite
+
+
+@dataclass
+class Child:
+    host: str
+    log: Path
+    process: trio.Process | None = None
+    starts: int = 0
+
+
+@dataclass
+class Driver:
+    db: str
+    directory: Path
+    children: list[Child] = field(default_factory=list)
+    kills: int = 0
+
+    async def start(self, child: Child, nursery: trio.Nursery) -> None:
+        child.starts += 1
+        log = child.log.open("ab")
+        process = await trio.lowlevel.open_process(
+            [
+                sys.executable,
+                "-m",
+                "tests.postgres.mp_child",
+                self.db,
+                child.host,
+                str(STALE_AFTER_MS),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
+        log.close()
+        child.process = process
+        assert process.stdout is not None
+        line = b""
+        with trio.fail_after(60):
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(64)
+                if not chunk:
+                    raise AssertionError(f"{child.host} exited before it was ready:\n{tail(child)}")
+                line += chunk
+        assert line.strip() == b"ready", line
+        nursery.start_soon(drain, process)
+
+    async def kill(self, child: Child) -> None:
+        process = child.process
+        assert process is not None
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+        self.kills += 1
+
+    async def stop_all(self) -> None:
+        for child in self.children:
+            if child.process is not None and child.process.returncode is None:
+                child.process.kill()
+                await child.process.wait()
+
+
+async def drain(process: trio.Process) -> None:
+    assert process.stdout is not None
+    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        while await process.stdout.receive_some(1024):
+            pass
+
+
+def tail(child: Child, lines: int = 40) -> str:
+    try:
+        return "\n".join(child.log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no log>"
+
+
+# --- reading the outcome --------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    fires: list[tuple[str, int, str | None, str | None]]  # trigger, occurrence, outcome, run
+    runs: list[tuple[str, str, str | None]]  # run_id, status, idempotency_key
+
+
+def read(db: str) -> Snapshot:
+    fires_sql = (
+        "SELECT trigger_id, occurrence_at_ms, outcome, run_id FROM tt_trigger_fires "
+        "ORDER BY trigger_id, occurrence_at_ms"
+    )
+    runs_sql = "SELECT run_id, status, idempotency_key FROM tt_runs ORDER BY run_id"
+    rows: list[Any]
+    if db.startswith("postgresql://"):
+        with psycopg.connect(db, autocommit=True) as conn:
+            fires = [tuple(r) for r in conn.execute(fires_sql).fetchall()]
+            rows = [tuple(r) for r in conn.execute(runs_sql).fetchall()]
+    else:
+        conn2 = sqlite3.connect(db, timeout=30)
+        try:
+            fires = [tuple(r) for r in conn2.execute(fires_sql).fetchall()]
+            rows = [tuple(r) for r in conn2.execute(runs_sql).fetchall()]
+        finally:
+            conn2.close()
+    return Snapshot(fires=fires, runs=rows)
+
+
+UNSETTLED_OUTCOMES = (None, "buffered", "launched")
+TERMINAL_RUNS = ("completed", "failed", "cancelled")
+
+
+def settled(snapshot: Snapshot) -> bool:
+    return all(f[2] not in UNSETTLED_OUTCOMES for f in snapshot.fires) and all(
+        r[1] in TERMINAL_RUNS for r in snapshot.runs
+    )
+
+
+def check(snapshot: Snapshot, window_end: int) -> dict[str, int]:
+    by_key: dict[str, list[tuple[str, str, str | None]]] = {}
+    for run in snapshot.runs:
+        assert run[2] is not None, f"run {run[0]} has no idempotency key"
+        by_key.setdefault(run[2], []).append(run)
+    ledger: dict[str, tuple[str, int, str | None, str | None]] = {}
+    for fire in snapshot.fires:
+        ledger[idempotency_key(fire[0], fire[1])] = fire
+
+    counts = {"boundaries": 0, "completed": 0, "failed": 0, "superseded": 0, "runs": 0}
+    for index in range(TRIGGERS):
+        trigger_id = f"t{index:02d}"
+        occurrences = sorted(f[1] for f in snapshot.fires if f[0] == trigger_id)
+        assert occurrences, f"{trigger_id} never fired"
+        first = occurrences[0]
+        expected = list(range(first, window_end + 1, 1000))
+        missing = sorted(set(expected) - set(occurrences))
+        assert not missing, f"{trigger_id} is missing boundaries {missing[:10]}"
+        counts["boundaries"] += len(expected)
+
+    for fire in snapshot.fires:
+        trigger_id, occurrence, outcome, run_id = fire
+        key = idempotency_key(trigger_id, occurrence)
+        runs = by_key.get(key, [])
+        assert outcome not in UNSETTLED_OUTCOMES, f"{key} is unsettled ({outcome})"
+        assert len(runs) <= 1, f"{key} has {len(runs)} runs"
+        if outcome in ("completed", "failed"):
+            assert len(runs) == 1, f"{key} was {outcome} but has no run"
+            assert runs[0][0] == run_id, f"{key}: ledger names {run_id}, runs table {runs[0][0]}"
+            if outcome == "completed":
+                assert runs[0][1] == "completed", f"{key}: run {run_id} is {runs[0][1]}"
+            else:
+                assert runs[0][1] in ("failed", "cancelled"), f"{key}: run is {runs[0][1]}"
+        else:
+            assert outcome == "superseded", f"{key}: unexpected outcome {outcome}"
+        assert outcome is not None
+        counts[outcome] += 1
+        counts["runs"] += len(runs)
+    for key, runs in by_key.items():
+        assert key in ledger, f"run {runs[0][0]} has key {key}, which is not in the ledger"
+        assert runs[0][1] in TERMINAL_RUNS, f"run {runs[0][0]} is {runs[0][1]}"
+    return counts
+
+
+# --- the test ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def database(kind: str, tmp_path: Path) -> Iterator[str]:
+    if kind == "postgres":
+        with fresh_schema() as dsn:
+            # The children and the CLI tell a DSN from a SQLite path by its URI scheme.
+            assert dsn.startswith("postgresql://"), "TT_POSTGRES_DSN must be a postgresql:// URI"
+            yield dsn
+    else:
+        yield str(tmp_path / "shared.sqlite")
+
+
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    rng = random.Random(SEED)
+    with database(kind, tmp_path) as db:
+        async with open_store(db) as store:
+            for index in range(TRIGGERS):
+                await store.register(every_second(index))
+        driver = Driver(db=db, directory=tmp_path)
+        driver.children = [
+            Child(host=f"proc-{n}", log=tmp_path / f"proc-{n}.log") for n in range(PROCESSES)
+        ]
+        clock = SystemWallClock()
+        try:
+            async with trio.open_nursery() as nursery:
+                for child in driver.children:
+                    await driver.start(child, nursery)
+                # The window: kill a random process every 2-5 s and restart it at once.
+                end = trio.current_time() + WINDOW_S
+                while trio.current_time() < end:
+                    await trio.sleep(rng.uniform(2.0, 5.0))
+                    victim = rng.choice(driver.children)
+                    await driver.kill(victim)
+                    await trio.sleep(rng.uniform(0.0, 1.0))
+                    await driver.start(victim, nursery)
+                # One run lease (plus slack) without kills: runs of killed owners are taken over,
+                # and any reservation a killed claimant left is displaced by later boundaries.
+                await trio.sleep(STALE_AFTER_MS / 1000 + 4)
+                async with open_store(db) as store:
+                    for index in range(TRIGGERS):
+                        await store.register(every_second(index, enabled=False))
+                disabled_at = clock.now_ms()
+                with trio.fail_after(STALE_AFTER_MS / 1000 + 60):
+                    while True:
+                        snapshot = await trio.to_thread.run_sync(read, db)
+                        if settled(snapshot):
+                            break
+                        await trio.sleep(0.5)
+                await driver.stop_all()
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            await driver.stop_all()
+            for child in driver.children:
+                print(f"--- {child.host} (started {child.starts}x) ---\n{tail(child)}")
+            raise
+        # Boundaries up to 2 s before disabling were certainly claimed by a live scheduler.
+        window_end = (disabled_at - 2_000) // 1000 * 1000
+        counts = check(snapshot, window_end)
+        print(f"{kind}: {driver.kills} kills, {counts}")
+        assert driver.kills >= WINDOW_S / 6
+        assert counts["completed"] >= 0.8 * counts["boundaries"]
