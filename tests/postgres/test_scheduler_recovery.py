@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pendulum
 import psycopg
+import psycopg.conninfo
 import pytest
 import trio
 import trio.testing
@@ -30,6 +32,7 @@ pytestmark = pytest.mark.postgres
 EPOCH = int(pendulum.datetime(2026, 1, 1, 0, 0, 30).timestamp() * 1000)  # 00:00:30Z
 MINUTE = 60_000
 BOUNDARY = EPOCH - 30_000  # 00:00:00Z
+APP = f"tt-recovery-{uuid.uuid4().hex[:8]}"
 
 
 class DedupRunner:
@@ -71,7 +74,9 @@ async def guarded_store(
 ) -> AsyncIterator[tuple[PostgresTriggerStore, TrioWallClock, AutojumpGuardExecutor]]:
     guard = AutojumpGuardExecutor(ThreadExecutor(4), clock)
     wall = TrioWallClock(EPOCH)
-    async with open_postgres_trigger_store(dsn, clock=wall, executor=guard) as store:
+    # Our own session name, so the sabotage below touches this test's connections only.
+    named = psycopg.conninfo.make_conninfo(dsn, application_name=APP)
+    async with open_postgres_trigger_store(named, clock=wall, executor=guard) as store:
         yield store, wall, guard
 
 
@@ -113,8 +118,8 @@ async def test_cutting_the_connection_mid_tick_loses_no_occurrence(
                     with admin_connection(postgres_dsn) as conn:
                         row = conn.execute(
                             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                            "AND application_name = 'trio-triggers:triggers' "
-                            "AND datname = current_database()"
+                            "AND application_name = %s",
+                            (APP,),
                         ).fetchone()
                     return None if row is None else int(row[0])
 
@@ -164,8 +169,8 @@ async def test_all_connections_killed_between_ticks_recover(
             with admin_connection(postgres_dsn) as conn:
                 killed = conn.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = 'trio-triggers:triggers' "
-                    "AND datname = current_database() AND pid <> pg_backend_pid()"
+                    "WHERE application_name = %s",
+                    (APP,),
                 ).fetchone()
             assert killed is not None and int(killed[0]) >= 1
             # Ticks fail (or partly fail) until the pool has replaced its broken connections.

@@ -284,11 +284,16 @@ async def test_record_result_round_trip_uses_store_clock_not_server_time(
 
 async def test_run_store_opens_every_connection_up_front(postgres_dsn: str) -> None:
     """A heartbeat never waits for a connect: the run store's pool is full from the start."""
-    async with open_postgres_run_store(postgres_dsn, clock=ManualClock(), pool_size=3) as store:
+    import uuid
+
+    import psycopg.conninfo
+
+    name = f"tt-upfront-{uuid.uuid4().hex[:8]}"  # other tests' sessions may still be closing
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, application_name=name)
+    async with open_postgres_run_store(dsn, clock=ManualClock(), pool_size=3) as store:
         with admin_connection(postgres_dsn) as admin:
             row = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                "'trio-triggers:runs' AND datname = current_database()"
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
             ).fetchone()
         assert row is not None and row[0] == 3
         assert store.database.pool_size == 3
