@@ -125,3 +125,92 @@ async def test_thread_executor_and_memory_database() -> None:
     await db.aclose()  # idempotent
     with pytest.raises(sqlite3.ProgrammingError):
         await db.transaction(lambda c: c.execute("SELECT 1"))
+
+
+def _exclusive_blocker(path: str) -> sqlite3.Connection:
+    """A connection holding an exclusive lock on a rollback-journal database at ``path``."""
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("CREATE TABLE IF NOT EXISTS held (x INTEGER)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    blocker.execute("INSERT INTO held (x) VALUES (1)")
+    return blocker
+
+
+async def test_open_waits_in_trio_time_for_an_exclusive_lock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    blocker = _exclusive_blocker(path)
+    opened: list[SqliteDatabase] = []
+    opened_at: list[float] = []
+
+    async def opener() -> None:
+        opened.append(await SqliteDatabase.open(path, synchronous="FULL"))
+        opened_at.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(opener)
+        await trio.sleep(2)
+        assert opened == []  # the connect-time pragmas are busy and retried in Trio time
+        blocker.execute("COMMIT")
+    blocker.close()
+    assert opened_at and opened_at[0] >= 2
+    db = opened[0]
+    assert await db.transaction(lambda c: c.execute("PRAGMA journal_mode").fetchone()) == ("wal",)
+    assert await db.transaction(lambda c: c.execute("PRAGMA synchronous").fetchone()) == (2,)
+    assert await db.transaction(lambda c: c.execute("PRAGMA foreign_keys").fetchone()) == (1,)
+    assert await db.transaction(lambda c: c.execute("SELECT x FROM held").fetchall()) == [(1,)]
+    await db.aclose()
+
+
+async def test_open_busy_beyond_the_bound_raises(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    blocker = _exclusive_blocker(path)
+    start = trio.current_time()
+    with pytest.raises(sqlite3.OperationalError) as info:
+        await SqliteDatabase.open(path, busy_wait=1.0)
+    assert is_busy_error(info.value)
+    assert trio.current_time() - start >= 1.0
+    blocker.execute("ROLLBACK")
+    blocker.close()
+
+
+async def test_inline_calls_queue_behind_a_busy_call_in_order(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A call that waits out a busy database holds the lock: calls arriving meanwhile run after
+    # it, in arrival order, even though inline calls normally skip the lock.
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path)
+    await db.migrate(MIGRATIONS, owns=owns)
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+
+    async def insert(x: int) -> None:
+        await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (?)", (x,)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(insert, 1)
+        await trio.sleep(0.5)
+        nursery.start_soon(insert, 2)
+        await trio.sleep(0.5)
+        nursery.start_soon(insert, 3)
+        await trio.sleep(1)
+        blocker.execute("COMMIT")
+    blocker.close()
+    rows = await db.transaction(lambda c: c.execute("SELECT x FROM a ORDER BY rowid").fetchall())
+    assert rows == [(1,), (2,), (3,)]
+    await db.aclose()
+
+
+async def test_cancelled_inline_call_does_nothing(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(str(tmp_path / "db.sqlite"))
+    await db.migrate(MIGRATIONS, owns=owns)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (1)"))
+    assert scope.cancelled_caught
+    assert await db.transaction(lambda c: c.execute("SELECT count(*) FROM a").fetchone()) == (0,)
+    await db.aclose()

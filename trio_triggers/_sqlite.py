@@ -4,12 +4,15 @@ One :class:`SqliteDatabase` wraps one ``sqlite3`` connection (the store's single
 every store method as one transaction on it:
 
 * the work goes through the executor seam (inline on the Trio thread by default, or a worker
-  thread), serialised behind a :class:`trio.Lock`;
+  thread). Calls are serialised: with a thread executor behind a :class:`trio.Lock`; with the
+  inline executor a transaction runs synchronously after one checkpoint, so nothing can
+  interleave with it and the lock is taken only while a call waits out a busy database;
 * write transactions begin with ``BEGIN IMMEDIATE`` so the write lock is taken before any read,
   which makes the read-decide-write of a claim atomic against other connections and processes;
 * ``busy_timeout`` is 0: SQLite never sleeps inside the driver. A busy database is retried with
   ``trio.sleep`` back-off (so lock waits are Trio waits that ``MockClock`` sees and cancel scopes
-  can interrupt), up to ``busy_wait`` seconds in all; after that the original
+  can interrupt), up to ``busy_wait`` seconds in all (opening too: the connection's pragmas can
+  meet a busy database while another connection holds an exclusive lock); after that the original
   ``sqlite3.OperationalError`` propagates and the store reports it as its own failure;
 * the journal is WAL with ``synchronous=NORMAL`` by default: a process crash loses nothing that
   was committed; an operating-system crash or power loss may lose the last few committed
@@ -48,6 +51,9 @@ BUSY_WAIT_S = 30.0
 
 _FIRST_BACKOFF_S = 0.001
 _MAX_BACKOFF_S = 0.05
+# sqlite3 keeps this many prepared statements per connection (keyed by SQL text; the stores'
+# SQL is constant text). Both stores together use a few dozen; the default is 128.
+_CACHED_STATEMENTS = 256
 
 Migration = tuple[str, Sequence[str]]
 """A migration: its recorded name and the SQL statements it runs (in one transaction)."""
@@ -90,6 +96,8 @@ class SqliteDatabase:
         self._busy_wait = busy_wait
         self._lock = trio.Lock()
         self._closed = False
+        # Exactly the inline executor (not a subclass or wrapper, whose ``run`` may differ).
+        self._inline = type(executor) is InlineExecutor
 
     @property
     def path(self) -> str:
@@ -116,25 +124,32 @@ class SqliteDatabase:
         chosen: Executor = executor if executor is not None else InlineExecutor()
 
         def connect() -> sqlite3.Connection:
-            connection = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=0
+            # Opening touches no page; the pragmas below do, so they go through the retry.
+            return sqlite3.connect(
+                path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=0,
+                cached_statements=_CACHED_STATEMENTS,
             )
-            try:
-                connection.execute("PRAGMA busy_timeout = 0")
-                connection.execute("PRAGMA foreign_keys = ON")
-                connection.execute(f"PRAGMA synchronous = {synchronous}")
-            except BaseException:
-                connection.close()
-                raise
-            return connection
+
+        def configure(conn: sqlite3.Connection) -> None:
+            # Each pragma is idempotent, so a busy attempt simply runs them all again. Setting
+            # ``synchronous`` loads the schema and switching to WAL takes a lock: both meet
+            # SQLITE_BUSY while another connection holds an exclusive lock (a writer in
+            # rollback-journal mode, WAL recovery, or the last connection's checkpoint).
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
 
         connection = await chosen.run(connect)
         database = cls(connection, path=path, executor=chosen, busy_wait=busy_wait)
         try:
-            # Switching to WAL takes a lock; retry it like any other busy statement.
-            await database._call(lambda conn: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            await database._call(configure)
         except BaseException:
-            await chosen.run(connection.close)
+            with trio.CancelScope(shield=True):
+                await chosen.run(connection.close)
             raise
         return database
 
@@ -174,20 +189,48 @@ class SqliteDatabase:
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        if self._inline and not self._lock.locked():
+            # Fast path. The inline executor runs ``fn`` synchronously on the Trio thread, so
+            # once the checkpoint (the call's cancellation point and its yield to other tasks)
+            # has passed, no other task can run until ``fn`` returns: the whole transaction is
+            # atomic with respect to this process's tasks without taking the lock. The lock is
+            # only needed when a call must wait (a busy database): then it keeps the callers
+            # in order, and a caller arriving meanwhile queues behind it (``locked()``).
+            await trio.lowlevel.checkpoint()
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            if not self._lock.locked():
+                try:
+                    return fn(self._connection)
+                except sqlite3.OperationalError as exc:
+                    # ``fn`` has rolled back (``transaction``) or opened none (``open``).
+                    if not is_busy_error(exc) or self._busy_wait <= 0:
+                        raise
+                return await self._retry(fn, failed=True)
+        return await self._retry(fn, failed=False)
+
+    async def _retry(self, fn: Callable[[sqlite3.Connection], T], *, failed: bool) -> T:
+        """Run ``fn`` under the lock, retrying a busy database with Trio-time back-off.
+
+        ``failed`` says the caller's first attempt already met a busy database (so the first
+        thing to do is to back off).
+        """
         async with self._lock:
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             waited = 0.0
             backoff = _FIRST_BACKOFF_S
             while True:
+                if failed:
+                    await trio.sleep(backoff)
+                    waited += backoff
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 try:
                     return await self._executor.run(fn, self._connection)
                 except sqlite3.OperationalError as exc:
                     if not is_busy_error(exc) or waited >= self._busy_wait:
                         raise
-                await trio.sleep(backoff)
-                waited += backoff
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                failed = True
 
     async def migrate(
         self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]

@@ -268,3 +268,45 @@ async def test_determinism_under_autojump(
         runs.append(normalize((repr(answers), dump)))
     assert runs[0] == runs[1]
     assert "1700000" in runs[0][0]  # the wall clock really was simulated
+
+
+async def test_open_waits_for_another_connections_exclusive_lock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Opening meets SQLITE_BUSY in its connect-time pragmas while another connection holds an
+    # exclusive lock; the open retries in Trio time instead of failing.
+    path = tmp_path / "t.sqlite"
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("CREATE TABLE other (x INTEGER)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    blocker.execute("INSERT INTO other (x) VALUES (1)")
+    registered: list[int] = []
+
+    async def use() -> None:
+        async with open_sqlite_trigger_store(str(path), clock=ManualClock()) as store:
+            registered.append((await store.register(declaration())).revision)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(use)
+        await trio.sleep(3)
+        assert registered == []
+        blocker.execute("COMMIT")
+    blocker.close()
+    assert registered == [1]
+    assert _migrations(path) == NAMES
+
+
+async def test_open_busy_beyond_busy_wait_is_a_store_error(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = tmp_path / "t.sqlite"
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("CREATE TABLE other (x INTEGER)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    blocker.execute("INSERT INTO other (x) VALUES (1)")
+    with raises("store", "could not run trigger migrations") as caught:
+        async with open_sqlite_trigger_store(str(path), clock=ManualClock(), busy_wait=0.5):
+            pass  # pragma: no cover
+    assert caught.error is not None and isinstance(caught.error.__cause__, sqlite3.OperationalError)
+    blocker.execute("ROLLBACK")
+    blocker.close()

@@ -14,12 +14,10 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Literal, TypeVar
 
-import trio
-
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase, is_busy_error
+from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
 from ._decision import (
     AdvanceCursor,
     ClearPendingIf,
@@ -430,32 +428,6 @@ class SqliteTriggerStore(EngineStore):
         return f"SqliteTriggerStore(path={self._database.path!r}, clock={self._clock!r})"
 
 
-async def _open_database(
-    path: str,
-    executor: Executor | None,
-    synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"],
-    busy_wait: float,
-) -> SqliteDatabase:
-    """``SqliteDatabase.open``, retrying a busy database in Trio time.
-
-    A connection's first statements can meet ``SQLITE_BUSY`` while another process opens the
-    same file (WAL recovery, or the last connection's checkpoint), before any transaction.
-    """
-    waited = 0.0
-    backoff = 0.001
-    while True:
-        try:
-            return await SqliteDatabase.open(
-                path, executor=executor, synchronous=synchronous, busy_wait=busy_wait
-            )
-        except sqlite3.OperationalError as exc:
-            if not is_busy_error(exc) or waited >= busy_wait:
-                raise
-        await trio.sleep(backoff)
-        waited += backoff
-        backoff = min(backoff * 2, 0.05)
-
-
 @contextlib.asynccontextmanager
 async def open_sqlite_trigger_store(
     path: str,
@@ -474,7 +446,9 @@ async def open_sqlite_trigger_store(
     call waits for another connection's write lock.
     """
     try:
-        database = await _open_database(path, executor, synchronous, busy_wait)
+        database = await SqliteDatabase.open(
+            path, executor=executor, synchronous=synchronous, busy_wait=busy_wait
+        )
     except sqlite3.Error as exc:
         raise TriggerError("store", "could not run trigger migrations") from exc
     try:
