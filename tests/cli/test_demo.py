@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -33,8 +34,11 @@ def test_demo_timeline_covers_policies_crash_catch_up_and_dst(
     restart = lines.index(next(line for line in lines if "the process restarts" in line))
     assert crash < restart
     after = "\n".join(lines[restart:])
-    assert "resumed     run-18 by the new process from saved step 3/8" in after
-    assert "report     03-10 12:00 completed   run-18" in after
+    launched = re.search(r"report     03-10 12:00 launched    (run-\d+)", out)
+    assert launched is not None
+    run = launched.group(1)
+    assert f"resumed     {run} by the new process from saved step 4/8" in after
+    assert f"report     03-10 12:00 completed   {run}" in after
     # catch-up of both missed noons after the restart
     assert "nightly    03-11 12:00 launched" in after
     assert "nightly    03-12 12:00 completed" in after

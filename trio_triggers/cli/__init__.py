@@ -8,9 +8,11 @@ console script ``trio-triggers = "trio_triggers.cli:main"`` calls it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ._config import ConfigError, load_config
 
@@ -111,25 +113,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: int) -> None:
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class _Formatter(logging.Formatter):
+    """The library keeps data out of its messages (in ``extra``); show it after the text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        extras = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+        if extras:
+            text += " " + " ".join(f"{k}={v}" for k, v in sorted(extras.items()))
+        return text
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(verbose: int) -> Iterator[None]:
+    """Send the library's logs to stderr for one command, then restore the logger as it was
+    (``main`` is also called in-process, by tests and embedding code)."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("trio_triggers")
+    saved = (root.handlers[:], root.level, root.propagate)
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    try:
+        yield
+    finally:
+        root.handlers[:], root.level, root.propagate = saved[0], saved[1], saved[2]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging(args.verbose)
     from ._commands import CliError, dispatch
 
     try:
-        return dispatch(args)
+        with _logging_to_stderr(args.verbose):
+            return dispatch(args)
     except ConfigError as exc:
         print(f"trio-triggers: error: {exc}", file=sys.stderr)
         return 2
@@ -138,3 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # stdout closed early (``trio-triggers demo | head``)
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the exit-time flush
+        return 1

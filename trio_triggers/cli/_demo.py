@@ -15,7 +15,7 @@ The script (America/New_York, from Friday 2026-03-06 00:00 EST):
 * ``report``    Tue 12:00, a 40-minute run saving progress every 5 minutes;
 * ``nightly``   noon every day, ``catch_up="all"`` with ``buffer-one``.
 
-On Tuesday at 12:20 the process crashes (its run store writes fail, nothing is handed back) with
+On Tuesday at 12:22 the process crashes (its run store writes fail, nothing is handed back) with
 ``report`` half done; it restarts on Thursday at 13:00: the expired lease lets the new process
 take ``report`` over and run it again from its saved progress, and ``nightly`` catches up the
 noons it missed.
@@ -44,7 +44,7 @@ __all__ = ["run_demo"]
 
 ZONE = zoneinfo.ZoneInfo("America/New_York")
 START = datetime.datetime(2026, 3, 6, 0, 0, tzinfo=ZONE)
-CRASH = datetime.datetime(2026, 3, 10, 12, 20, tzinfo=ZONE)
+CRASH = datetime.datetime(2026, 3, 10, 12, 22, tzinfo=ZONE)
 RESTART = datetime.datetime(2026, 3, 12, 13, 0, tzinfo=ZONE)
 END = datetime.datetime(2026, 3, 13, 0, 0, tzinfo=ZONE)
 
