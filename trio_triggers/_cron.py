@@ -511,6 +511,19 @@ def _previous(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
 # --- the public object ----------------------------------------------------------------------------
 
 
+# A scheduler asks the same question for every trigger that shares an expression and a zone
+# (a thousand "* * * * * *" triggers at one tick instant): answers are pure functions of their
+# arguments, so a small memo turns a thousand croniter walks into one.
+@lru_cache(maxsize=4096)
+def _next_memo(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
+    return _next(compiled, zone, start)
+
+
+@lru_cache(maxsize=4096)
+def _previous_memo(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
+    return _previous(compiled, zone, at)
+
+
 class Cron:
     """A parsed cron expression with its timezone; immutable and safe to share.
 
@@ -595,14 +608,14 @@ class Cron:
 
     def next(self, after: int) -> int:
         """The first occurrence strictly after ``after``."""
-        found = _next(self._compiled, self._resolved_zone(), after)
+        found = _next_memo(self._compiled, self._resolved_zone(), after)
         if found is None:
             raise self._exhausted("next")
         return found
 
     def previous_at_or_before(self, at: int) -> int:
         """The latest occurrence at or before ``floor_to_second(at)``."""
-        found = _previous(self._compiled, self._resolved_zone(), at)
+        found = _previous_memo(self._compiled, self._resolved_zone(), at)
         if found is None:
             raise self._exhausted("previous")
         return found
