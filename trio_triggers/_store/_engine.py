@@ -13,10 +13,11 @@ stores cannot disagree about them either.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
-from typing import Final, Literal, Protocol, TypeAlias, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar
 
 import msgspec
+import trio
 
 from .._clock import WallClock
 from .._constants import MAX_OCCURRENCES, is_safe_integer
@@ -61,6 +62,7 @@ from ._models import (
 
 __all__ = [
     "TRIGGER_COLUMNS",
+    "BatchItemFailed",
     "EncodedTrigger",
     "EngineStore",
     "RawFireRecord",
@@ -734,6 +736,136 @@ def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
     return SchedulerHeartbeat(host=host, ticked_at=int(at))  # type: ignore[call-overload]
 
 
+# --- group commit --------------------------------------------------------------------------
+
+Body: TypeAlias = Callable[[StoreTx, int], Any]
+"""A method body: ``body(tx, now)``."""
+
+
+class BatchItemFailed(Exception):
+    """A body of a batch raised (``__cause__``); the batch's transaction was rolled back.
+
+    Backends raise it for every exception of a body except their driver's errors, which fail
+    the whole batch as the store's write error.
+    """
+
+
+class _Queued:
+    """One call waiting for (or carried by) a group transaction."""
+
+    __slots__ = ("body", "done", "error", "key", "method", "taken", "value")
+
+    def __init__(self, method: Method, key: str, body: Body) -> None:
+        self.method: Method = method
+        self.key = key
+        self.body = body
+        self.taken = False
+        self.done = trio.Event()
+        self.value: object = None
+        self.error: BaseException | None = None
+
+
+class _GroupCommit:
+    """Coalesces concurrent single-trigger writes of one store into shared transactions.
+
+    A caller queues its body and takes the (fair, FIFO) group lock. Whoever holds the lock
+    with its own call still undone is the *leader*: it takes every queued call, runs them in
+    one transaction ordered by trigger id (stable, so one trigger's calls keep their order,
+    and two processes lock rows in the same order, so their batches cannot deadlock), and hands
+    each caller its own answer. Waiting for the lock is the only yield a caller adds, so the
+    batch is exactly the calls that arrived while the previous one ran: one call alone is a
+    transaction of one, and a thousand launch tasks settling at once share a handful.
+
+    Semantics are those of the calls run one transaction each, in the batch's order:
+
+    * if a body raises anything but a database error (a refusal such as ``stale_owner``, a
+      corrupt row, a bad argument), the batch is rolled back *before commit* and every call
+      runs again in its own transaction, so one call's refusal never changes another call's
+      answer;
+    * if the database fails (a lost connection, a failed commit), every call of the batch
+      raises the store's write error, as each would have alone: nothing of a rolled-back
+      batch is durable, and a failed commit leaves the outcome unknown exactly as it does for
+      a single call. (Retrying each call alone would make every caller wait out the outage.)
+
+    A caller cancelled while still queued leaves the queue untouched by its write; once its
+    call is carried by a transaction it waits for the answer (like a call in a worker thread,
+    which cannot be abandoned) and then sees the cancellation.
+    """
+
+    def __init__(self, store: EngineStore) -> None:
+        self._store = store
+        self._queue: list[_Queued] = []
+        self._lock = trio.Lock()
+
+    async def call(self, method: Method, key: str, body: Body) -> Any:
+        item = _Queued(method, key, body)
+        self._queue.append(item)
+        try:
+            async with self._lock:
+                if not item.taken:
+                    await self._lead()
+        except trio.Cancelled:
+            if not item.taken:
+                self._queue.remove(item)
+                raise
+            with trio.CancelScope(shield=True):
+                await item.done.wait()
+            raise
+        # A leader cancelled while its transaction ran sees the cancellation now, like a caller
+        # of a worker-thread transaction (the write committed whole; its outcome is unknown).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if item.error is not None:
+            raise item.error
+        return item.value
+
+    async def _lead(self) -> None:
+        batch = sorted(self._queue, key=lambda queued: queued.key)
+        self._queue = []
+        for item in batch:
+            item.taken = True
+        # The calls are taken: their answers must be delivered even if the leader is cancelled.
+        with trio.CancelScope(shield=True):
+            try:
+                await self._execute(batch)
+            finally:
+                for item in batch:
+                    item.done.set()
+
+    async def _execute(self, batch: builtins.list[_Queued]) -> None:
+        store = self._store
+        if len(batch) > 1:
+            try:
+                values = await store._run_batch([item.body for item in batch])
+            except BatchItemFailed:
+                pass  # a refusal, rolled back before commit: run each call on its own, below
+            except BaseException as exc:
+                for item in batch:
+                    item.error = _copy_failure(exc, item.method)
+                return
+            else:
+                for item, value in zip(batch, values, strict=True):
+                    item.value = value
+                return
+        for item in batch:
+            try:
+                item.value = await store._run(item.method, item.body, now=True)
+            except BaseException as exc:
+                item.error = exc
+
+
+def _copy_failure(exc: BaseException, method: str) -> BaseException:
+    """A fresh error per caller for a whole-batch failure (each raise gets its own traceback)."""
+    if isinstance(exc, TriggerError):
+        error = TriggerError(exc.code, exc.message, path=exc.path)
+        error.__cause__ = exc.__cause__
+        return error
+    if isinstance(exc, Exception):
+        error = failure_for(method)
+        error.__cause__ = exc
+        return error
+    return exc
+
+
 # --- the store front -----------------------------------------------------------------------
 
 
@@ -748,11 +880,32 @@ class EngineStore:
     """
 
     _clock: WallClock
+    #: Whether the backend implements :meth:`_run_batch` (group commit of hot writes).
+    _batching: bool = False
+    _group: _GroupCommit | None = None
 
     async def _run(
         self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
     ) -> T:
         raise NotImplementedError
+
+    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+        """Run ``bodies`` in order in ONE write transaction (``now`` read once, at its start).
+
+        If a body raises, roll back and raise :class:`BatchItemFailed` from it; a failure of
+        the transaction itself (begin, commit) raises the store's write error.
+        """
+        raise NotImplementedError
+
+    async def _write(self, method: Method, key: str, body: Callable[[StoreTx, int], T]) -> T:
+        """Run a single-trigger write, sharing a transaction with concurrent ones if batching."""
+        if not self._batching:
+            return await self._run(method, body, now=True)
+        group = self._group
+        if group is None:
+            group = self._group = _GroupCommit(self)
+        value: T = await group.call(method, key if isinstance(key, str) else "", body)
+        return value
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
         encoded = encode_trigger(trigger)  # the snapshot, before the first checkpoint
@@ -777,12 +930,12 @@ class EngineStore:
         expected_revision: int,
         resume_buffered: bool = False,
     ) -> Claim:
-        return await self._run(
+        return await self._write(
             "claim_fire",
+            trigger_id,
             lambda tx, now: body_claim_fire(
                 tx, trigger_id, occurrence, expected_revision, resume_buffered, now
             ),
-            now=True,
         )
 
     async def claim_pending(
@@ -795,7 +948,11 @@ class EngineStore:
         )
 
     async def record_result(self, result: Result) -> None:
-        await self._run("record_result", lambda tx, _: body_record_result(tx, result))
+        await self._write(
+            "record_result",
+            getattr(result, "trigger_id", ""),
+            lambda tx, _: body_record_result(tx, result),
+        )
 
     async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
         await self._run(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import builtins
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from typing import Final, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Final, Literal, TypeVar
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
@@ -33,6 +33,8 @@ from ._decision import (
 from ._engine import (
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
+    BatchItemFailed,
+    Body,
     EncodedTrigger,
     EngineStore,
     Method,
@@ -41,6 +43,7 @@ from ._engine import (
     RawTrigger,
     StoreTx,
     failure_for,
+    write_failed,
 )
 from ._models import HistoryQuery
 
@@ -375,6 +378,8 @@ class SqliteTriggerStore(EngineStore):
     returns the store; the database stays owned (and closed) by the caller.
     """
 
+    _batching = True
+
     def __init__(self, database: SqliteDatabase, *, clock: WallClock | None = None) -> None:
         self._database = database
         self._clock = clock if clock is not None else SystemWallClock()
@@ -423,6 +428,28 @@ class SqliteTriggerStore(EngineStore):
             raise
         except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
+
+    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+        at = self._clock.now_ms()
+
+        def run_all(connection: sqlite3.Connection) -> builtins.list[Any]:
+            tx = _SqliteTx(connection)
+            values: builtins.list[Any] = []
+            for body in bodies:
+                try:
+                    values.append(body(tx, at))
+                except sqlite3.Error:
+                    raise  # the database failed: the whole batch fails
+                except Exception as exc:
+                    raise BatchItemFailed() from exc
+            return values
+
+        try:
+            return await self._database.transaction(run_all)
+        except (TriggerError, BatchItemFailed):
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise write_failed() from exc
 
     def __repr__(self) -> str:
         return f"SqliteTriggerStore(path={self._database.path!r}, clock={self._clock!r})"

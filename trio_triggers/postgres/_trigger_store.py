@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -40,6 +40,8 @@ from .._store._decision import (
 from .._store._engine import (
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
+    BatchItemFailed,
+    Body,
     EncodedTrigger,
     EngineStore,
     Method,
@@ -48,10 +50,14 @@ from .._store._engine import (
     RawTrigger,
     StoreTx,
     failure_for,
+    write_failed,
 )
 from .._store._models import HistoryQuery
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
+
+# psycopg's errors; ValueError/OverflowError: psycopg refusing to adapt a parameter.
+_DRIVER_ERRORS = (psycopg.Error, ValueError, OverflowError)
 
 __all__ = ["PostgresTriggerStore", "open_postgres_trigger_store", "trigger_timeouts"]
 
@@ -367,6 +373,8 @@ class PostgresTriggerStore(EngineStore):
     was given.
     """
 
+    _batching = True
+
     def __init__(self, database: PostgresDatabase, *, clock: WallClock | None = None) -> None:
         self._database = database
         self._clock = clock if clock is not None else SystemWallClock()
@@ -411,6 +419,29 @@ class PostgresTriggerStore(EngineStore):
         except (psycopg.Error, ValueError, OverflowError) as exc:
             # ValueError/OverflowError: psycopg refusing to adapt a parameter.
             raise failure_for(method) from exc
+
+    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+        at = self._clock.now_ms()
+
+        def work(connection: Connection) -> builtins.list[Any]:
+            tx = _PostgresTx(connection, lock=True)
+            values: builtins.list[Any] = []
+            for body in bodies:
+                try:
+                    values.append(body(tx, at))
+                except psycopg.Error:
+                    raise  # the database failed: the whole batch fails
+                except Exception as exc:
+                    raise BatchItemFailed() from exc
+            tx.finish()
+            return values
+
+        try:
+            return await self._database.transaction(work)
+        except (TriggerError, BatchItemFailed):
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise write_failed() from exc
 
     def __repr__(self) -> str:
         return f"PostgresTriggerStore(clock={self._clock!r})"
