@@ -32,9 +32,9 @@ def batch_sizes(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[int] | None:
     sizes: list[int] = []
     original = store._run_batch
 
-    async def spy(bodies: Sequence[Any]) -> Any:
+    async def spy(bodies: Sequence[Any], **hints: Any) -> Any:
         sizes.append(len(bodies))
-        return await original(bodies)
+        return await original(bodies, **hints)
 
     monkeypatch.setattr(store, "_run_batch", spy)
     return sizes
@@ -204,3 +204,26 @@ async def test_a_caller_cancelled_while_queued_writes_nothing(
         assert (await store.history(HistoryQuery(trigger_id="quitter"))).items == []
         # ... carried only its own call.
         assert [r.occurrence for r in (await store.history()).items] == [6, 5]
+
+
+async def test_a_trigger_twice_in_a_batch_sees_its_own_earlier_write(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server store reads every batched trigger row ahead; the second call for the same
+    trigger must read again (after the first call's writes), not reuse that answer."""
+    for trigger_id in ("x", "y"):
+        await env.register(id=trigger_id)
+    sizes = batch_sizes(env, monkeypatch)
+    claims = await together(
+        lambda: env.claim(3, trigger_id="x"),
+        lambda: env.claim(3, trigger_id="y"),
+        lambda: env.claim(3, trigger_id="x"),
+        lambda: env.claim(3, trigger_id="y"),
+    )
+    assert all(isinstance(claim, Claim) for claim in claims)
+    assert [claim.claimed for claim in claims].count(True) == 2
+    for trigger_id in ("x", "y"):
+        assert [r.occurrence for r in await env.ledger(trigger_id)] == [3]
+        assert (await env.held(trigger_id)).active_run_id is not None
+    if sizes is not None:
+        assert max(sizes) > 2

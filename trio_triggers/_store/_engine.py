@@ -740,6 +740,8 @@ def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
 
 Body: TypeAlias = Callable[[StoreTx, int], Any]
 """A method body: ``body(tx, now)``."""
+Hint: TypeAlias = tuple[str, int] | None
+"""The ``(trigger_id, occurrence)`` a batched body reads first (a backend may prefetch it)."""
 
 
 class BatchItemFailed(Exception):
@@ -753,12 +755,13 @@ class BatchItemFailed(Exception):
 class _Queued:
     """One call waiting for (or carried by) a group transaction."""
 
-    __slots__ = ("body", "done", "error", "key", "method", "taken", "value")
+    __slots__ = ("body", "done", "error", "hint", "key", "method", "taken", "value")
 
-    def __init__(self, method: Method, key: str, body: Body) -> None:
+    def __init__(self, method: Method, key: str, body: Body, hint: Hint) -> None:
         self.method: Method = method
         self.key = key
         self.body = body
+        self.hint = hint
         self.taken = False
         self.done = trio.Event()
         self.value: object = None
@@ -797,8 +800,8 @@ class _GroupCommit:
         self._queue: list[_Queued] = []
         self._lock = trio.Lock()
 
-    async def call(self, method: Method, key: str, body: Body) -> Any:
-        item = _Queued(method, key, body)
+    async def call(self, method: Method, key: str, body: Body, hint: Hint) -> Any:
+        item = _Queued(method, key, body, hint)
         self._queue.append(item)
         try:
             async with self._lock:
@@ -835,7 +838,9 @@ class _GroupCommit:
         store = self._store
         if len(batch) > 1:
             try:
-                values = await store._run_batch([item.body for item in batch])
+                values = await store._run_batch(
+                    [item.body for item in batch], hints=[item.hint for item in batch]
+                )
             except BatchItemFailed:
                 pass  # a refusal, rolled back before commit: run each call on its own, below
             except BaseException as exc:
@@ -889,22 +894,35 @@ class EngineStore:
     ) -> T:
         raise NotImplementedError
 
-    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+    async def _run_batch(
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+    ) -> builtins.list[Any]:
         """Run ``bodies`` in order in ONE write transaction (``now`` read once, at its start).
+
+        ``hints[i]`` names the ``(trigger_id, occurrence)`` body ``i`` reads first, when known:
+        a server backend reads (and locks) them all in one round trip before the bodies run.
 
         If a body raises, roll back and raise :class:`BatchItemFailed` from it; a failure of
         the transaction itself (begin, commit) raises the store's write error.
         """
         raise NotImplementedError
 
-    async def _write(self, method: Method, key: str, body: Callable[[StoreTx, int], T]) -> T:
+    async def _write(
+        self,
+        method: Method,
+        key: str,
+        body: Callable[[StoreTx, int], T],
+        occurrence: object = None,
+    ) -> T:
         """Run a single-trigger write, sharing a transaction with concurrent ones if batching."""
         if not self._batching:
             return await self._run(method, body, now=True)
         group = self._group
         if group is None:
             group = self._group = _GroupCommit(self)
-        value: T = await group.call(method, key if isinstance(key, str) else "", body)
+        safe = isinstance(key, str) and _storable(key)
+        hint: Hint = (key, occurrence) if safe and is_safe_integer(occurrence) else None
+        value: T = await group.call(method, key if safe else "", body, hint)
         return value
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
@@ -936,6 +954,7 @@ class EngineStore:
             lambda tx, now: body_claim_fire(
                 tx, trigger_id, occurrence, expected_revision, resume_buffered, now
             ),
+            occurrence,
         )
 
     async def claim_pending(
@@ -952,6 +971,7 @@ class EngineStore:
             "record_result",
             getattr(result, "trigger_id", ""),
             lambda tx, _: body_record_result(tx, result),
+            getattr(result, "occurrence", None),
         )
 
     async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:

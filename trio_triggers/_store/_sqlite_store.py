@@ -37,6 +37,7 @@ from ._engine import (
     Body,
     EncodedTrigger,
     EngineStore,
+    Hint,
     Method,
     RawFireRecord,
     RawState,
@@ -429,7 +430,10 @@ class SqliteTriggerStore(EngineStore):
         except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
 
-    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+    async def _run_batch(
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+    ) -> builtins.list[Any]:
+        del hints  # every read is a local call: nothing to gain from reading ahead
         at = self._clock.now_ms()
 
         def run_all(connection: sqlite3.Connection) -> builtins.list[Any]:

@@ -44,6 +44,7 @@ from .._store._engine import (
     Body,
     EncodedTrigger,
     EngineStore,
+    Hint,
     Method,
     RawFireRecord,
     RawState,
@@ -83,6 +84,18 @@ _STATE_WITH_FIRE = (
 _SELECT_STATE_WITH_FIRE = _STATE_WITH_FIRE
 # Lock only the trigger row (the nullable side of an outer join cannot be locked).
 _LOCK_STATE_WITH_FIRE = _STATE_WITH_FIRE + " FOR UPDATE OF t"
+# A batch's first reads, all in one round trip: every named trigger row (locked, in one order
+# for every process, so two batches cannot deadlock) with the ledger row the body asks for.
+_PREFETCH = (
+    "SELECT t.trigger_id, t.revision, t.enabled, t.overlap, t.active_run_id, "
+    "t.active_claimed_at_ms, t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, "
+    "f.run_id "
+    "FROM unnest(%s::text[], %s::bigint[]) AS k(trigger_id, occurrence_at_ms) "
+    "JOIN tt_triggers AS t ON t.trigger_id = k.trigger_id "
+    "LEFT JOIN tt_trigger_fires AS f "
+    "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms "
+    "ORDER BY t.trigger_id FOR UPDATE OF t"
+)
 _SELECT_FIRE = (
     "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = %s AND occurrence_at_ms = %s"
 )
@@ -180,12 +193,33 @@ class _PostgresTx:
     ``lock`` is true for the methods that may write: :meth:`state` then locks the trigger row.
     """
 
-    __slots__ = ("_c", "_lock", "_pending")
+    __slots__ = ("_c", "_lock", "_pending", "_prefetched")
 
     def __init__(self, connection: Connection, *, lock: bool) -> None:
         self._c = connection
         self._lock = lock
         self._pending: list[tuple[str, tuple[object, ...]]] = []
+        # trigger id -> (occurrence, state_with_fire answer) read ahead by ``prefetch``; an
+        # entry answers only the FIRST access to its trigger (any later read may follow writes).
+        self._prefetched: dict[str, tuple[int, tuple[RawState, tuple[object, object] | None]]] = {}
+
+    def prefetch(self, hints: Sequence[tuple[str, int] | None]) -> None:
+        """Read and lock every hinted trigger row (and its hinted ledger row) in one query."""
+        wanted: dict[str, int] = {}
+        for hint in hints:
+            if hint is not None and hint[0] not in wanted:
+                wanted[hint[0]] = hint[1]
+        if len(wanted) < 2:
+            return
+        rows = self._query(_PREFETCH, (list(wanted), list(wanted.values()))).fetchall()
+        for row in rows:
+            trigger_id = row[0]
+            fire = (row[8], row[9]) if row[7] else None
+            self._prefetched[trigger_id] = (wanted[trigger_id], (row[1:7], fire))
+
+    def _forget(self, trigger_id: str) -> None:
+        if self._prefetched:
+            self._prefetched.pop(trigger_id, None)
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
         """Queue a write whose result nobody reads; it is sent with the next read or COMMIT."""
@@ -214,22 +248,29 @@ class _PostgresTx:
             self._c.commit()
 
     def trigger(self, trigger_id: str) -> RawTrigger | None:
+        self._forget(trigger_id)
         return self._query(_SELECT_TRIGGER, (trigger_id,)).fetchone()
 
     def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
         return self._query(_SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS).fetchall()
 
     def state(self, trigger_id: str) -> RawState | None:
+        self._forget(trigger_id)
         sql = _LOCK_STATE if self._lock else _SELECT_STATE
         return self._query(sql, (trigger_id,)).fetchone()
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+        self._forget(trigger_id)
         row = self._query(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
     ) -> tuple[RawState, tuple[object, object] | None] | None:
+        if self._prefetched:
+            ahead = self._prefetched.pop(trigger_id, None)
+            if ahead is not None and ahead[0] == occurrence:
+                return ahead[1]
         sql = _LOCK_STATE_WITH_FIRE if self._lock else _SELECT_STATE_WITH_FIRE
         row = self._query(sql, (occurrence, trigger_id)).fetchone()
         if row is None:
@@ -237,14 +278,17 @@ class _PostgresTx:
         return row[:6], ((row[7], row[8]) if row[6] else None)
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
+        self._forget(trigger_id)
         self._write(_INSERT_FIRE, (trigger_id, occurrence))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        self._forget(trigger_id)
         row = self._query(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
     def upsert(self, trigger: EncodedTrigger) -> None:
+        self._forget(trigger.trigger_id)
         self._write(
             _UPSERT,
             (
@@ -261,6 +305,7 @@ class _PostgresTx:
         )
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+        self._forget(trigger_id)
         c = self
         if isinstance(write, SetOutcome):
             sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
@@ -293,6 +338,7 @@ class _PostgresTx:
             raise AssertionError(f"unknown write {write!r}")
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        self._forget(trigger_id)
         index = 0
         count = len(writes)
         while index < count:
@@ -339,6 +385,7 @@ class _PostgresTx:
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def prune(self, older_than: int) -> int:
+        self._prefetched.clear()
         return self._query(_PRUNE, (older_than,)).rowcount
 
     def heartbeat(self, host: str, at: int) -> None:
@@ -420,11 +467,14 @@ class PostgresTriggerStore(EngineStore):
             # ValueError/OverflowError: psycopg refusing to adapt a parameter.
             raise failure_for(method) from exc
 
-    async def _run_batch(self, bodies: Sequence[Body]) -> builtins.list[Any]:
+    async def _run_batch(
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+    ) -> builtins.list[Any]:
         at = self._clock.now_ms()
 
         def work(connection: Connection) -> builtins.list[Any]:
             tx = _PostgresTx(connection, lock=True)
+            tx.prefetch(hints)
             values: builtins.list[Any] = []
             for body in bodies:
                 try:
