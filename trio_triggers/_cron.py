@@ -524,6 +524,37 @@ def _previous_memo(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
     return _previous(compiled, zone, at)
 
 
+# The last gap between consecutive occurrences seen per (expression, zone): ``(p, n)`` with
+# ``p`` an occurrence and ``n = next(p)``, so no occurrence lies strictly between them. Every
+# instant in ``[p, n)`` has ``previous_at_or_before = p`` and ``next = n``: a tick that reads
+# the clock per trigger (a few milliseconds apart) still asks croniter once per expression.
+_GAPS: dict[tuple[_Compiled, _Zone], tuple[int, int]] = {}
+_MAX_GAPS = 4096
+
+
+def _next_fast(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
+    gap = _GAPS.get((compiled, zone))
+    if gap is not None and gap[0] <= start < gap[1]:
+        return gap[1]
+    return _next_memo(compiled, zone, start)
+
+
+def _previous_fast(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
+    key = (compiled, zone)
+    u = at // _S * _S
+    gap = _GAPS.get(key)
+    if gap is not None and gap[0] <= u < gap[1]:
+        return gap[0]
+    found = _previous_memo(compiled, zone, at)
+    if found is not None:
+        following = _next_memo(compiled, zone, found)
+        if following is not None and found <= u < following:
+            if len(_GAPS) >= _MAX_GAPS:
+                _GAPS.clear()
+            _GAPS[key] = (found, following)
+    return found
+
+
 class Cron:
     """A parsed cron expression with its timezone; immutable and safe to share.
 
@@ -608,14 +639,14 @@ class Cron:
 
     def next(self, after: int) -> int:
         """The first occurrence strictly after ``after``."""
-        found = _next_memo(self._compiled, self._resolved_zone(), after)
+        found = _next_fast(self._compiled, self._resolved_zone(), after)
         if found is None:
             raise self._exhausted("next")
         return found
 
     def previous_at_or_before(self, at: int) -> int:
         """The latest occurrence at or before ``floor_to_second(at)``."""
-        found = _previous_memo(self._compiled, self._resolved_zone(), at)
+        found = _previous_fast(self._compiled, self._resolved_zone(), at)
         if found is None:
             raise self._exhausted("previous")
         return found

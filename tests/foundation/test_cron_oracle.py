@@ -290,3 +290,27 @@ def test_consistency_invariants(scenario: tuple[Expression, str, int], offsets: 
         assert cron.next(prev) == nxt
         between = cron.occurrences_between(prev, nxt, limit=10)
         assert between == [nxt]
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenario=scenarios(six=False), offsets=_offsets, data=st.data())
+def test_memoized_answers_equal_fresh_walks(
+    scenario: tuple[Expression, str, int], offsets: list[int], data: st.DataObject
+) -> None:
+    """The per-expression gap memo (``_cron._GAPS``) never changes an answer: queries around
+    and inside a remembered gap agree with an uncached walk."""
+    from trio_triggers import _cron
+
+    expr, zone, center = scenario
+    cron = Cron.parse(expr.text, zone, now=center)
+    compiled, resolved = cron._compiled, cron._resolved_zone()
+    for q in offsets:
+        t = center + q
+        prev = cron.previous_at_or_before(t)  # remembers the gap around t
+        nxt = cron.next(prev)
+        for probe in (prev - 1, prev, prev + 1, t, nxt - 1, nxt, nxt + 1, (prev + nxt) // 2):
+            probe += data.draw(st.sampled_from([0, 0, 999, -999]))
+            assert cron.next(probe) == _cron._next(compiled, resolved, probe), (expr.text, probe)
+            assert cron.previous_at_or_before(probe) == _cron._previous(
+                compiled, resolved, probe
+            ), (expr.text, probe)
