@@ -170,3 +170,22 @@ def test_add_with_bad_cron_exits_2_and_writes_nothing(
     assert status == 2
     assert "--cron: invalid_cron" in capsys.readouterr().err
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("db", "shown"),
+    [
+        ("postgresql://tt:secret@db.example:5432/app", "postgresql://tt:***@db.example:5432/app"),
+        ("postgres://tt@db/app", "postgres://tt@db/app"),
+        (
+            "postgresql://db/app?user=tt&password=s%40cret&sslmode=require",
+            "postgresql://db/app?user=tt&password=***&sslmode=require",
+        ),
+        ("postgresql://a:b:c@h1,h2/app", "postgresql://a:***@h1,h2/app"),
+        ("/var/lib/app/triggers.sqlite", "/var/lib/app/triggers.sqlite"),
+    ],
+)
+def test_a_dsn_is_printed_without_its_password(db: str, shown: str) -> None:
+    from trio_triggers.cli._stores import shown_db
+
+    assert shown_db(db) == shown

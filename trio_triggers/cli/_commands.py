@@ -32,7 +32,7 @@ from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, parse_duration, print_json, render_table
-from ._stores import is_dsn, open_stores
+from ._stores import is_dsn, open_stores, shown_db
 
 __all__ = ["CliError", "dispatch"]
 
@@ -285,7 +285,7 @@ async def _run(
             enabled = sum(1 for t in loaded.triggers if t.enabled)
             until = f" for {args.duration}" if duration is not None else ""
             print(
-                f"-- serving {enabled} trigger(s) from {loaded.path} on {db}{until}"
+                f"-- serving {enabled} trigger(s) from {loaded.path} on {shown_db(db)}{until}"
                 f" ({len(changed)} registered or updated); Ctrl-C stops",
                 file=sys.stderr,
                 flush=True,
@@ -472,7 +472,7 @@ async def _add(
     if args.json:
         print_json(registered)
     else:
-        print(f"registered {registered.id} (revision {registered.revision}) in {db}")
+        print(f"registered {registered.id} (revision {registered.revision}) in {shown_db(db)}")
     return 0
 
 

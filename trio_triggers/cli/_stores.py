@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,12 +13,30 @@ from .._ownership import HEARTBEAT_STALE_AFTER_MS, RunStore, open_sqlite_run_sto
 from .._sqlite import SqliteDatabase
 from .._store import SqliteTriggerStore, TriggerStore
 
-__all__ = ["is_dsn", "open_stores"]
+__all__ = ["is_dsn", "open_stores", "shown_db"]
 
 
 def is_dsn(db: str) -> bool:
     """Whether ``db`` names a PostgreSQL database rather than a SQLite file."""
     return db.startswith(("postgresql://", "postgres://"))
+
+
+def shown_db(db: str) -> str:
+    """``db`` as the CLI prints it: a DSN's password (in the user info or the query) masked."""
+    if not is_dsn(db):
+        return db
+    parts = urllib.parse.urlsplit(db)
+    netloc = parts.netloc
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "password" for key, _ in query):
+        masked = [(key, "***" if key == "password" else value) for key, value in query]
+        encoded = urllib.parse.urlencode(masked, safe="*")
+    else:
+        encoded = parts.query
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=encoded))
 
 
 @asynccontextmanager
