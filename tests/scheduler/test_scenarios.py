@@ -187,6 +187,28 @@ async def test_registration_through_the_process_wakes_serve(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_direct_store_registration_wakes_serve(
+    autojump_clock: MockClock, sim: Sim, inner_store: Any, runner: ScriptedRunner
+) -> None:
+    """``await store.register(...)`` (not through the scheduler) wakes it too: every built-in
+    store notifies its schedulers itself."""
+    options = SchedulerOptions(poll_interval=600)
+    async with (
+        open_scheduler(inner_store, runner, options=options, clock=sim.clock) as scheduler,
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(scheduler.serve)
+        await trio.testing.wait_all_tasks_blocked()
+        assert scheduler.next_due_at() is None
+        await sim.advance_to(10_000)
+        await inner_store.register(hourly("skip", "none", cron="* * * * *"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert scheduler.next_due_at() == MIN  # ticked at once, not after 600 s
+        await sim.advance_to(MIN + 1)
+        assert runner.keys == [idempotency_key("hourly", MIN)]
+        nursery.cancel_scope.cancel()
+
+
 async def test_two_schedulers_launch_every_boundary_once(
     autojump_clock: MockClock, sim: Sim, store: RecordingStore
 ) -> None:

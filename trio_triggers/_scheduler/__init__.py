@@ -5,11 +5,12 @@
 * :mod:`._options`: ``SchedulerOptions`` and their validation;
 * :mod:`._core`: ``open_scheduler``, the tick, the launch task and its monitor;
 * :mod:`._readers`: ``summaries``, ``fires`` and ``TriggerSummary``;
-* :mod:`._wake`: the registration notifier that wakes a sleeping ``serve`` loop.
+* :mod:`trio_triggers._wake`: the registration notifier that wakes a sleeping ``serve`` loop.
 """
 
 from __future__ import annotations
 
+from .._wake import notify_registered
 from ._control import (
     PARKED_ATTEMPTS,
     Accepted,
@@ -29,7 +30,6 @@ from ._core import Entry, Scheduler, end_result, open_scheduler
 from ._options import SchedulerOptions
 from ._readers import TriggerSummary, fires, next_occurrences, summaries
 from ._runner import NoopRunner, Runner, RunState, StartRequest
-from ._wake import notify_registered
 
 __all__ = [
     "PARKED_ATTEMPTS",

@@ -25,6 +25,7 @@ from typing import Any, NoReturn, TypeVar
 import trio
 
 from .. import _instrument as instrument
+from .. import _wake
 from .._clock import SystemWallClock, WallClock
 from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron
@@ -34,7 +35,6 @@ from .._identities import idempotency_key, is_reservation, iso, reservation_occu
 from .._policies import due_occurrences
 from .._store._models import Claim, Held, Listed, Result
 from .._store._protocol import TriggerStore
-from . import _wake
 from ._groups import one_exception
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, Runner, RunState, StartRequest
@@ -156,7 +156,7 @@ class Scheduler:
 
         Synchronous and cheap; call it from any task of the same Trio run (a registration
         through :meth:`register`, or any store that calls
-        :func:`trio_triggers._scheduler._wake.notify_registered`, does it for you).
+        :func:`trio_triggers.notify_registered`, as every built-in store does, does it for you).
         """
         self._wake_event.set()
 

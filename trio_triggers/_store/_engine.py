@@ -26,6 +26,7 @@ from .._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
 from .._json import decode_json, encode_input
+from .._wake import notify_registered
 from ._decision import (
     ClaimSnapshot,
     ClearPendingIf,
@@ -927,9 +928,11 @@ class EngineStore:
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
         encoded = encode_trigger(trigger)  # the snapshot, before the first checkpoint
-        return await self._run(
+        registered = await self._run(
             "register", lambda tx, now: body_register(tx, encoded, now), now=True
         )
+        notify_registered(self)  # wake this process's schedulers of this store (serve's sleep)
+        return registered
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:
         return await self._run("get", lambda tx, _: _get(tx, trigger_id))

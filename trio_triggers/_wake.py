@@ -5,9 +5,10 @@ A scheduler's supervisor loop sleeps until the earliest next occurrence of any e
 
 Any code in the process may call :func:`notify_registered(store) <notify_registered>` after a
 successful ``store.register``; every scheduler opened on that store object (in this process)
-then wakes at once. ``Scheduler.register`` does exactly that, and a store may call it from its
-own ``register``. The hub holds only weak references to stores, and subscriptions end when
-their scheduler block exits, so nothing here outlives the objects it serves.
+then wakes at once. ``Scheduler.register`` does exactly that, and every built-in store calls it
+from its own ``register`` (so ``await store.register(...)`` wakes them too). The hub holds only
+weak references to stores, and subscriptions end when their scheduler block exits, so nothing
+here outlives the objects it serves.
 """
 
 from __future__ import annotations
