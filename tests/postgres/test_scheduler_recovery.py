@@ -23,7 +23,13 @@ from tests.pg_support import admin_connection
 from trio_triggers import ThreadExecutor, TrioWallClock
 from trio_triggers._declarations import Trigger
 from trio_triggers._identities import idempotency_key
-from trio_triggers._scheduler import RunState, SchedulerOptions, StartRequest, open_scheduler
+from trio_triggers._scheduler import (
+    RunState,
+    Scheduler,
+    SchedulerOptions,
+    StartRequest,
+    open_scheduler,
+)
 from trio_triggers.postgres import PostgresTriggerStore, open_postgres_trigger_store
 from trio_triggers.testing import AutojumpGuardExecutor
 
@@ -80,6 +86,12 @@ async def guarded_store(
         yield store, wall, guard
 
 
+async def tick(scheduler: Scheduler) -> None:
+    """One tick, then let its launch tasks reach the runner (they run after the tick returns)."""
+    await scheduler.run_once()
+    await trio.testing.wait_all_tasks_blocked()
+
+
 def wait_for(predicate: Callable[[], int | None], what: str) -> int:
     """Poll the server (in a worker thread) until ``predicate`` answers a pid."""
     deadline = time.monotonic() + 20
@@ -100,9 +112,9 @@ async def test_cutting_the_connection_mid_tick_loses_no_occurrence(
         for trigger_id in ("a", "b", "c"):
             await store.register(every_minute(trigger_id))
         async with open_scheduler(store, runner, options=options, clock=wall) as scheduler:
-            await scheduler.run_once()  # 00:00:30, first sight: nothing owed yet
+            await tick(scheduler)  # 00:00:30, first sight: nothing owed yet
             await trio.sleep(31)
-            await scheduler.run_once()  # 00:01:01: each trigger fires 00:01
+            await tick(scheduler)  # 00:01:01: each trigger fires 00:01
             assert sorted(runner.starts) == sorted(
                 idempotency_key(t, BOUNDARY + MINUTE) for t in "abc"
             )
@@ -141,10 +153,10 @@ async def test_cutting_the_connection_mid_tick_loses_no_occurrence(
             assert idempotency_key("b", second) not in runner.starts
 
             await trio.sleep(5)
-            await scheduler.run_once()  # 00:02:06: the next tick owes b's 00:02 again
+            await tick(scheduler)  # 00:02:06: the next tick owes b's 00:02 again
             assert runner.starts.count(idempotency_key("b", second)) == 1
             await trio.sleep(60)
-            await scheduler.run_once()  # 00:03:06: and life goes on
+            await tick(scheduler)  # 00:03:06: and life goes on
 
         history = await store.history()
         occurrences = sorted((item.trigger_id, item.occurrence) for item in history.items)
@@ -163,9 +175,9 @@ async def test_all_connections_killed_between_ticks_recover(
         for trigger_id in ("a", "b"):
             await store.register(every_minute(trigger_id))
         async with open_scheduler(store, runner, options=options, clock=wall) as scheduler:
-            await scheduler.run_once()
+            await tick(scheduler)
             await trio.sleep(31)
-            await scheduler.run_once()  # 00:01 fired for both
+            await tick(scheduler)  # 00:01 fired for both
             await trio.sleep(60)  # 00:02:01
             with admin_connection(postgres_dsn) as conn:
                 killed = conn.execute(
@@ -180,14 +192,14 @@ async def test_all_connections_killed_between_ticks_recover(
             failed_ticks = 0
             for _ in range(6):
                 try:
-                    await scheduler.run_once()
+                    await tick(scheduler)
                 except Exception:
                     failed_ticks += 1
                 await trio.sleep(1)
             logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
             assert failed_ticks + len(logged) >= 1  # the cut was felt ...
             await trio.sleep(60)
-            await scheduler.run_once()  # 00:03:0x
+            await tick(scheduler)  # 00:03:0x
         keys = sorted(set(runner.starts))
         expected = sorted(
             idempotency_key(t, BOUNDARY + k * MINUTE) for t in "ab" for k in (1, 2, 3)

@@ -259,3 +259,29 @@ async def test_reattach_after_a_process_dies(
     current = await store.inner.get("hourly")
     assert current is not None and current.last_fired_at == 4 * H
     assert (await ledger(store.inner))[2 * H] == ("completed", "run-1")
+
+
+async def test_a_ticks_claims_share_a_transaction_on_a_batching_store(
+    autojump_clock: MockClock, sim: Sim, inner_store: Any, runner: ScriptedRunner
+) -> None:
+    """Rows with nothing held skip the ``concurrency`` slots, so a tick's claims are in flight
+    together: on SQLite forty claims ride one or two transactions, not forty (and never only
+    ``concurrency`` at a time); every boundary is launched once either way."""
+    ids = [f"m{k:02d}" for k in range(40)]
+    for trigger_id in ids:
+        await seed_fired(inner_store, hourly("skip", "none", id=trigger_id, cron="* * * * *"))
+    sizes: list[int] = []
+    if getattr(inner_store, "_batching", False):
+        original = inner_store._run_batch
+
+        async def spy(bodies: Any, **hints: Any) -> Any:
+            sizes.append(len(bodies))
+            return await original(bodies, **hints)
+
+        inner_store._run_batch = spy
+    options = SchedulerOptions(concurrency=2)
+    async with open_scheduler(inner_store, runner, options=options, clock=sim.clock) as scheduler:
+        await sim.tick(scheduler, MIN)
+    assert sorted(runner.keys) == [idempotency_key(t, MIN) for t in ids]
+    if inner_store.__class__.__name__ != "MemoryTriggerStore":
+        assert max(sizes) >= len(ids) - 1  # the first claim may lead alone

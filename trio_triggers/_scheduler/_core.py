@@ -6,9 +6,10 @@ section numbers are quoted next to the code that implements them. The whole task
 * ``open_scheduler`` opens the **scheduler nursery**. It owns every launch task; leaving the
   block cancels them, which only detaches them (their ``finally`` blocks edit memory, never the
   store or the runner).
-* ``run_once`` holds a lock and processes the listed triggers in a per-tick nursery, at most
-  ``concurrency`` at a time. It never waits for a launch: each granted claim becomes a launch
-  task started with ``nursery.start`` that returns as soon as the task has taken its entry.
+* ``run_once`` holds a lock and processes the listed triggers in a per-tick nursery: rows
+  that may call the runner at most ``concurrency`` at a time, rows that can only claim all at
+  once (so a batching store commits their claims together). It never waits for a launch: each
+  granted claim takes its entry and spawns a launch task that will enter the entry's scope.
 * ``serve`` ticks forever, sleeping until the earliest next occurrence among the enabled
   triggers (capped by ``poll_interval``), or until :meth:`Scheduler.wake` is called.
 """
@@ -44,6 +45,8 @@ __all__ = ["PRUNE_INTERVAL_MS", "Scheduler", "end_result", "open_scheduler"]
 logger = logging.getLogger("trio_triggers.scheduler")
 
 INSPECTION_ATTEMPTS = 4
+#: How many rows of a tick are processed at once when they can only claim (see _claims_only).
+CLAIM_WIDTH = 1024
 MAX_INSPECTION_PAUSE_MS = 60_000
 
 T = TypeVar("T")
@@ -327,20 +330,44 @@ class Scheduler:
         listing = await self._store.list()
         next_due: dict[str, int] = {}
         rows = iter(listing)
+        slots = trio.CapacityLimiter(self._settings.concurrency)
 
         async def worker() -> None:
-            # The workers share one iterator, so rows begin in listing order, each row is
-            # processed by exactly one task and at most ``concurrency`` run at once.
+            # The workers share one iterator, so rows begin in listing order and each row is
+            # processed by exactly one task. A row that may call the runner (it holds or may
+            # hold a run: inspection, recovery, cancellation) takes one of ``concurrency``
+            # slots; a row that can only claim does not, so the claims of a whole tick are in
+            # flight together and a batching store commits them in a few transactions.
             for row in rows:
-                await self._process_row(row, next_due)
+                if self._claims_only(row):
+                    await self._process_row(row, next_due)
+                else:
+                    async with slots:
+                        await self._process_row(row, next_due)
 
+        width = min(max(self._settings.concurrency, CLAIM_WIDTH), len(listing))
         with one_exception():
             async with trio.open_nursery() as nursery:
-                for _ in range(min(self._settings.concurrency, len(listing))):
+                for _ in range(width):
                     nursery.start_soon(worker)
         self._next_due = next_due
         if len(self._next_cache) > 2 * len(next_due) + 1000:
             self._next_cache = {k: v for k, v in self._next_cache.items() if k in next_due}
+
+    def _claims_only(self, row: Listed) -> bool:
+        """Whether processing ``row`` can only read and claim (no runner call is expected).
+
+        True when nothing is held for the trigger, neither in the store's listing nor in this
+        process: recovery and the pending slot then make no calls (§12.7-§12.8), and a claim
+        that finds nobody holding the trigger fires. (A peer may reserve it in between; then
+        the claim answers ``skip``/``buffer``, or a ``supersede`` of a run that this row's
+        processing cancels, bounded by ``cancel_timeout`` like any other runner call.)
+        """
+        if row.trigger is None:
+            return True  # a row that failed to decode is only logged
+        if row.active_run_id is not None or row.trigger_id in self._active:
+            return False
+        return row.pending_at is None or not row.trigger.enabled
 
     async def _process_row(self, row: Listed, next_due: dict[str, int]) -> None:
         trigger = row.trigger
@@ -582,7 +609,14 @@ class Scheduler:
             else:
                 prior = Entry(await self._occurrence_of(trigger, displaced), displaced, None)
             await self._cancel_active(trigger, prior, o, reservation, queue=not resume_buffered)
-        await self._nursery.start(self._launch_task, trigger, o, reservation, resume_buffered)
+        # The entry is taken here, before the dispatch returns, with the scope its launch task
+        # will enter: a cancel of the entry (a supersede) reaches the task even before it runs.
+        # (``start_soon`` rather than ``nursery.start``: nothing is awaited before the entry
+        # exists, and a tick that launches a thousand runs pays a spawn, not a handshake, each.)
+        scope = trio.CancelScope()
+        self._take(trigger.id, Entry(o, reservation, scope))
+        self._nursery.start_soon(self._launch_task, trigger, o, reservation, resume_buffered, scope)
+        await trio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ §12.10
 
@@ -640,15 +674,12 @@ class Scheduler:
         o: int,
         reservation: str,
         preserve_buffered: bool,
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        scope: trio.CancelScope,
     ) -> None:
         run_id: str | None = None
         launch_recorded = False
         completed = False
-        with trio.CancelScope() as scope:
-            self._take(trigger.id, Entry(o, reservation, scope))
-            task_status.started()
+        with scope:
             try:
                 try:
                     run_id = await self._timed_start(trigger, o)

@@ -756,15 +756,28 @@ class BatchItemFailed(Exception):
 class _Queued:
     """One call waiting for (or carried by) a group transaction."""
 
-    __slots__ = ("body", "done", "error", "hint", "key", "method", "taken", "value")
+    __slots__ = (
+        "body",
+        "error",
+        "finished",
+        "hint",
+        "key",
+        "method",
+        "promoted",
+        "taken",
+        "value",
+        "wake",
+    )
 
     def __init__(self, method: Method, key: str, body: Body, hint: Hint) -> None:
         self.method: Method = method
         self.key = key
         self.body = body
         self.hint = hint
-        self.taken = False
-        self.done = trio.Event()
+        self.taken = False  # carried by a transaction (its answer will come)
+        self.finished = False  # answered
+        self.promoted = False  # asked to lead the next transaction
+        self.wake = trio.Event()  # set when answered or promoted
         self.value: object = None
         self.error: BaseException | None = None
 
@@ -772,13 +785,15 @@ class _Queued:
 class _GroupCommit:
     """Coalesces concurrent single-trigger writes of one store into shared transactions.
 
-    A caller queues its body and takes the (fair, FIFO) group lock. Whoever holds the lock
-    with its own call still undone is the *leader*: it takes every queued call, runs them in
-    one transaction ordered by trigger id (stable, so one trigger's calls keep their order,
-    and two processes lock rows in the same order, so their batches cannot deadlock), and hands
-    each caller its own answer. Waiting for the lock is the only yield a caller adds, so the
-    batch is exactly the calls that arrived while the previous one ran: one call alone is a
-    transaction of one, and a thousand launch tasks settling at once share a handful.
+    A caller queues its call. If no transaction is being led, it becomes the *leader*: it yields
+    once (so the calls made by the tasks running alongside it join), takes every queued call,
+    runs them in one transaction ordered by trigger id (stable, so one trigger's calls keep
+    their order, and two processes lock rows in the same order, so their batches cannot
+    deadlock) and wakes every caller with its own answer at once. Calls that arrive meanwhile
+    wait; when the transaction ends, the first of them is promoted to lead the next one with
+    all of them. So the batch is exactly the calls that arrived while the previous one ran: one
+    call alone is a transaction of one, and a thousand launch tasks settling at once share a
+    handful.
 
     Semantics are those of the calls run one transaction each, in the batch's order:
 
@@ -791,29 +806,40 @@ class _GroupCommit:
       batch is durable, and a failed commit leaves the outcome unknown exactly as it does for
       a single call. (Retrying each call alone would make every caller wait out the outage.)
 
-    A caller cancelled while still queued leaves the queue untouched by its write; once its
-    call is carried by a transaction it waits for the answer (like a call in a worker thread,
-    which cannot be abandoned) and then sees the cancellation.
+    A caller cancelled while still queued leaves the queue untouched by its write (passing the
+    lead on if it had been promoted); once its call is carried by a transaction it waits for
+    the answer (like a call in a worker thread, which cannot be abandoned) and then sees the
+    cancellation.
     """
 
     def __init__(self, store: EngineStore) -> None:
         self._store = store
         self._queue: list[_Queued] = []
-        self._lock = trio.Lock()
+        self._leading = False
 
     async def call(self, method: Method, key: str, body: Body, hint: Hint) -> Any:
         item = _Queued(method, key, body, hint)
         self._queue.append(item)
         try:
-            async with self._lock:
-                if not item.taken:
-                    await self._lead()
+            if not self._leading:
+                self._leading = True
+                item.promoted = True
+                await trio.lowlevel.checkpoint()  # let the calls of runnable peers join
+            else:
+                await item.wake.wait()
+            if not item.finished:
+                assert item.promoted and not item.taken
+                await self._lead()
         except trio.Cancelled:
             if not item.taken:
                 self._queue.remove(item)
+                if item.promoted:
+                    self._hand_off()
                 raise
             with trio.CancelScope(shield=True):
-                await item.done.wait()
+                while not item.finished:
+                    item.wake = trio.Event()  # (a promotion may have set the old one)
+                    await item.wake.wait()
             raise
         # A leader cancelled while its transaction ran sees the cancellation now, like a caller
         # of a worker-thread transaction (the write committed whole; its outcome is unknown).
@@ -821,6 +847,15 @@ class _GroupCommit:
         if item.error is not None:
             raise item.error
         return item.value
+
+    def _hand_off(self) -> None:
+        """End the current lead; promote the first queued call to lead the next batch."""
+        self._leading = False
+        if self._queue:
+            first = self._queue[0]
+            self._leading = True
+            first.promoted = True
+            first.wake.set()
 
     async def _lead(self) -> None:
         batch = sorted(self._queue, key=lambda queued: queued.key)
@@ -833,7 +868,9 @@ class _GroupCommit:
                 await self._execute(batch)
             finally:
                 for item in batch:
-                    item.done.set()
+                    item.finished = True
+                    item.wake.set()
+                self._hand_off()
 
     async def _execute(self, batch: builtins.list[_Queued]) -> None:
         store = self._store
