@@ -240,9 +240,19 @@ def compare_postgres(rows: list[dict[str, Any]]) -> None:
             f"postgres N={n:>5}: trio-triggers {ours[n]['fires_per_s']:.0f} fires/s, "
             f"APScheduler {theirs[n]['fires_per_s']:.0f} fires/s, ratio {ratio:.2f}"
         )
+        cpu_ratio = theirs[n]["cpu_per_1000"] / max(ours[n]["cpu_per_1000"], 1e-9)
+        print(f"  CPU seconds per 1000 fires: APScheduler / trio-triggers = {cpu_ratio:.1f}")
+        capped = ours[n]["fires_per_s"] >= 0.99 * n
+        if capped:
+            # Every occurrence offered was launched: N itself bounds the ratio (N / theirs).
+            print(
+                f"  trio-triggers kept up with all {n} fires/s, so {ratio:.2f} is the most this "
+                f"workload can show (a lower bound of the throughput ratio)"
+            )
         if n == 1000:
             verdict = "met" if ratio >= 5 else "NOT met"
-            print(f"goal (N=1000 on PostgreSQL >= 5x APScheduler): {verdict}")
+            bound = " (bounded by N: ours kept up)" if capped and ratio < 5 else ""
+            print(f"goal (N=1000 on PostgreSQL >= 5x APScheduler): {verdict}{bound}")
 
 
 def main() -> None:
