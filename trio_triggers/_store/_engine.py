@@ -891,7 +891,7 @@ class _GroupCommit:
                 return
         for item in batch:
             try:
-                item.value = await store._run(item.method, item.body, now=True)
+                item.value = await store._run_alone(item.method, item.body)
             except BaseException as exc:
                 item.error = exc
 
@@ -931,6 +931,14 @@ class EngineStore:
         self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
     ) -> T:
         raise NotImplementedError
+
+    async def _run_alone(self, method: Method, body: Body) -> Any:
+        """``_run(method, body, now=True)`` for a call of a group transaction of one.
+
+        The group has already yielded (its cancellation point), so a backend may skip the
+        checkpoint its ``_run`` takes first.
+        """
+        return await self._run(method, body, now=True)
 
     async def _run_batch(
         self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()

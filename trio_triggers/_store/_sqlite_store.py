@@ -430,6 +430,17 @@ class SqliteTriggerStore(EngineStore):
         except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
 
+    async def _run_alone(self, method: Method, body: Body) -> Any:
+        at = self._clock.now_ms()
+        try:
+            return await self._database.transaction(
+                lambda connection: body(_SqliteTx(connection), at), checkpoint=False
+            )
+        except TriggerError:
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise failure_for(method) from exc
+
     async def _run_batch(
         self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
     ) -> builtins.list[Any]:
