@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from trio_triggers import ThreadExecutor, TriggerError
 from trio_triggers._store import Claim, HistoryQuery, Result
 from trio_triggers._store._sqlite_store import open_sqlite_trigger_store
+from trio_triggers.testing import AutojumpGuardExecutor
 
 from .backends import ManualClock
 from .helpers import Env, declaration, raises
@@ -167,12 +169,13 @@ async def test_bad_arguments_in_a_batch_fail_alone(env: Env) -> None:
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["inline", "threaded"])
 async def test_a_caller_cancelled_while_queued_writes_nothing(
-    tmp_path: Path, threaded: bool
+    tmp_path: Path, threaded: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
     """While a batch waits out a busy database, a queued caller that is cancelled leaves the
-    queue: its claim is never written, and the leader's claim commits once the lock is gone."""
+    queue: its claim is never written, and the leader's claim commits once the lock is gone.
+    (Simulated time: the busy back-off and the test's pauses are Trio sleeps.)"""
     path = str(tmp_path / "busy.db")
-    executor = ThreadExecutor() if threaded else None
+    executor = AutojumpGuardExecutor(ThreadExecutor(), autojump_clock) if threaded else None
     async with open_sqlite_trigger_store(path, clock=ManualClock(), executor=executor) as store:
         for trigger_id in ("leader", "quitter"):
             await store.register(declaration(id=trigger_id))
@@ -199,7 +202,8 @@ async def test_a_caller_cancelled_while_queued_writes_nothing(
         blocker.close()
         assert "quitter" not in answers
         assert answers["leader"].claimed
-        await store.claim_fire("leader", 6, expected_revision=1)  # the next batch ...
+        with trio.fail_after(60):  # (a queue left holding the quitter would hang here)
+            await store.claim_fire("leader", 6, expected_revision=1)  # the next batch ...
         assert (await store.inspect("quitter")).active_run_id is None
         assert (await store.history(HistoryQuery(trigger_id="quitter"))).items == []
         # ... carried only its own call.
