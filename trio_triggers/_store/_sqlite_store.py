@@ -18,18 +18,7 @@ from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
 from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
-from ._decision import (
-    AdvanceCursor,
-    ClearPendingIf,
-    ReleaseReservation,
-    ReplaceHolder,
-    Reserve,
-    SetOutcome,
-    SetPending,
-    SetRunId,
-    TriggerWrite,
-    WriteFire,
-)
+from ._decision import TriggerWrite
 from ._engine import (
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
@@ -47,6 +36,7 @@ from ._engine import (
     write_failed,
 )
 from ._models import HistoryQuery
+from ._sql_writes import WriteStatements, statement_for, statements_for
 
 __all__ = [
     "TRIGGER_MIGRATIONS",
@@ -180,6 +170,20 @@ _CLEAR_PENDING_IF = (
     "UPDATE tt_triggers SET pending_at_ms = NULL WHERE trigger_id = ? AND pending_at_ms = ?"
 )
 _RESERVE = "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = ? WHERE trigger_id = ?"
+_WRITES = WriteStatements(
+    set_outcome=_SET_OUTCOME,
+    set_outcome_open=_SET_OUTCOME_OPEN,
+    set_run_id=_SET_RUN_ID,
+    write_fire=_WRITE_FIRE,
+    write_fire_keep=_WRITE_FIRE_KEEP,
+    release=_RELEASE,
+    replace_holder=_REPLACE_HOLDER,
+    advance_cursor=_ADVANCE_CURSOR,
+    advance_and_replace=_ADVANCE_AND_REPLACE,
+    set_pending=_SET_PENDING,
+    clear_pending_if=_CLEAR_PENDING_IF,
+    reserve=_RESERVE,
+)
 _LAUNCHED_OCCURRENCE = (
     "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
     "WHERE trigger_id = ? AND run_id = ? AND outcome = 'launched'"
@@ -280,53 +284,12 @@ class _SqliteTx:
         )
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
-        c = self._c
-        if isinstance(write, SetOutcome):
-            sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
-            c.execute(sql, (write.outcome, trigger_id, write.occurrence))
-        elif isinstance(write, SetRunId):
-            c.execute(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
-        elif isinstance(write, WriteFire):
-            if write.keep_run_id:
-                c.execute(
-                    _WRITE_FIRE_KEEP, (write.outcome, write.error, trigger_id, write.occurrence)
-                )
-            else:
-                c.execute(
-                    _WRITE_FIRE,
-                    (write.outcome, write.run_id, write.error, trigger_id, write.occurrence),
-                )
-        elif isinstance(write, ReleaseReservation):
-            c.execute(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
-        elif isinstance(write, ReplaceHolder):
-            c.execute(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
-        elif isinstance(write, AdvanceCursor):
-            c.execute(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
-        elif isinstance(write, SetPending):
-            c.execute(_SET_PENDING, (write.pending, trigger_id))
-        elif isinstance(write, ClearPendingIf):
-            c.execute(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
-        elif isinstance(write, Reserve):
-            c.execute(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
-        else:  # pragma: no cover - exhaustive
-            raise AssertionError(f"unknown write {write!r}")
+        self._c.execute(*statement_for(trigger_id, write, _WRITES))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
-        index = 0
-        count = len(writes)
-        while index < count:
-            write = writes[index]
-            following = writes[index + 1] if index + 1 < count else None
-            if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
-                o = write.occurrence
-                self._c.execute(
-                    _ADVANCE_AND_REPLACE,
-                    (o, o, following.expected, following.holder, following.expected, trigger_id),
-                )
-                index += 2
-                continue
-            self.apply(trigger_id, write)
-            index += 1
+        execute = self._c.execute
+        for statement in statements_for(trigger_id, writes, _WRITES):
+            execute(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
         where: list[str] = []

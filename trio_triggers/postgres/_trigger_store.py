@@ -25,18 +25,7 @@ from psycopg.rows import TupleRow
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._store._decision import (
-    AdvanceCursor,
-    ClearPendingIf,
-    ReleaseReservation,
-    ReplaceHolder,
-    Reserve,
-    SetOutcome,
-    SetPending,
-    SetRunId,
-    TriggerWrite,
-    WriteFire,
-)
+from .._store._decision import TriggerWrite
 from .._store._engine import (
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
@@ -54,6 +43,7 @@ from .._store._engine import (
     write_failed,
 )
 from .._store._models import HistoryQuery
+from .._store._sql_writes import WriteStatements, statement_for, statements_for
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
@@ -145,6 +135,20 @@ _CLEAR_PENDING_IF = (
 )
 _RESERVE = (
     "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = %s WHERE trigger_id = %s"
+)
+_WRITES = WriteStatements(
+    set_outcome=_SET_OUTCOME,
+    set_outcome_open=_SET_OUTCOME_OPEN,
+    set_run_id=_SET_RUN_ID,
+    write_fire=_WRITE_FIRE,
+    write_fire_keep=_WRITE_FIRE_KEEP,
+    release=_RELEASE,
+    replace_holder=_REPLACE_HOLDER,
+    advance_cursor=_ADVANCE_CURSOR,
+    advance_and_replace=_ADVANCE_AND_REPLACE,
+    set_pending=_SET_PENDING,
+    clear_pending_if=_CLEAR_PENDING_IF,
+    reserve=_RESERVE,
 )
 _LAUNCHED_OCCURRENCE = (
     "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
@@ -306,54 +310,12 @@ class _PostgresTx:
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self._forget(trigger_id)
-        c = self
-        if isinstance(write, SetOutcome):
-            sql = _SET_OUTCOME_OPEN if write.while_open else _SET_OUTCOME
-            c._write(sql, (write.outcome, trigger_id, write.occurrence))
-        elif isinstance(write, SetRunId):
-            c._write(_SET_RUN_ID, (write.run_id, trigger_id, write.occurrence))
-        elif isinstance(write, WriteFire):
-            if write.keep_run_id:
-                c._write(
-                    _WRITE_FIRE_KEEP, (write.outcome, write.error, trigger_id, write.occurrence)
-                )
-            else:
-                c._write(
-                    _WRITE_FIRE,
-                    (write.outcome, write.run_id, write.error, trigger_id, write.occurrence),
-                )
-        elif isinstance(write, ReleaseReservation):
-            c._write(_RELEASE, (write.holder, write.pending, trigger_id, write.expected))
-        elif isinstance(write, ReplaceHolder):
-            c._write(_REPLACE_HOLDER, (write.holder, trigger_id, write.expected))
-        elif isinstance(write, AdvanceCursor):
-            c._write(_ADVANCE_CURSOR, (write.occurrence, write.occurrence, trigger_id))
-        elif isinstance(write, SetPending):
-            c._write(_SET_PENDING, (write.pending, trigger_id))
-        elif isinstance(write, ClearPendingIf):
-            c._write(_CLEAR_PENDING_IF, (trigger_id, write.occurrence))
-        elif isinstance(write, Reserve):
-            c._write(_RESERVE, (write.reservation_id, write.claimed_at, trigger_id))
-        else:  # pragma: no cover - exhaustive
-            raise AssertionError(f"unknown write {write!r}")
+        self._write(*statement_for(trigger_id, write, _WRITES))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         self._forget(trigger_id)
-        index = 0
-        count = len(writes)
-        while index < count:
-            write = writes[index]
-            following = writes[index + 1] if index + 1 < count else None
-            if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
-                o = write.occurrence
-                self._write(
-                    _ADVANCE_AND_REPLACE,
-                    (o, o, following.expected, following.holder, following.expected, trigger_id),
-                )
-                index += 2
-                continue
-            self.apply(trigger_id, write)
-            index += 1
+        for statement in statements_for(trigger_id, writes, _WRITES):
+            self._write(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
         where: list[str] = []
