@@ -423,7 +423,7 @@ class SqliteTriggerStore(EngineStore):
             return values
 
         try:
-            return await self._database.transaction(run_all)
+            return await self._database.transaction(run_all, checkpoint=False)
         except (TriggerError, BatchItemFailed):
             raise
         except _DRIVER_ERRORS as exc:
