@@ -616,7 +616,6 @@ class Scheduler:
         scope = trio.CancelScope()
         self._take(trigger.id, Entry(o, reservation, scope))
         self._nursery.start_soon(self._launch_task, trigger, o, reservation, resume_buffered, scope)
-        await trio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ §12.10
 
