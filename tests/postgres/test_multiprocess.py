@@ -311,8 +311,11 @@ async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
         counts = check(snapshot, window_end)
         print(f"{kind}: {driver.kills} kills, {counts}")
         assert driver.kills >= WINDOW_S / 6
-        # Not vacuous: most boundaries ran to completion. The rest are legitimately superseded
-        # (a run still unsettled when the next second's claim arrives: killed owners' runs wait
-        # out STALE_AFTER_MS, and three processes contend for the same rows). Measured on the
-        # 2-core machine: 67-77% completed on PostgreSQL, so the bar is 60%.
-        assert counts["completed"] >= 0.6 * counts["boundaries"]
+        # Not vacuous: a large share of boundaries ran to completion. The rest are legitimately
+        # superseded (a run still unsettled when the next second's claim arrives: killed owners'
+        # runs wait out STALE_AFTER_MS, and three processes contend for the same rows). Measured
+        # on the 2-core machine that also runs the server: SQLite ~98% completed; PostgreSQL
+        # 67-77% when a tick's claims were made a few at a time, 48-50% since they travel
+        # together (the first process to tick wins all twenty, so its launches, monitors and
+        # group transactions carry the whole second's work). So the bar is 40%.
+        assert counts["completed"] >= 0.4 * counts["boundaries"]
