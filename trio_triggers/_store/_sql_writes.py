@@ -1,10 +1,10 @@
 """The decision's writes as SQL statements, written once for every SQL dialect.
 
 A claim or a result returns writes (:mod:`._decision`); a SQL backend turns each into one
-conditional ``UPDATE``. The statements differ between dialects (placeholders, ``max`` vs
-``GREATEST``, casts), so each backend supplies a :class:`WriteStatements` table; which
-statement a write becomes, with which parameters, and which neighbouring writes merge into one
-statement, is decided here for all of them.
+conditional ``UPDATE``. The statements are written here once; a backend builds its table with
+:func:`write_statements` from the three things its dialect spells differently (placeholders,
+``max`` vs ``GREATEST``, a typed text parameter). Which statement a write becomes, with which
+parameters, and which neighbouring writes merge into one statement, is decided here too.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ._decision import (
     WriteFire,
 )
 
-__all__ = ["Statement", "WriteStatements", "statement_for", "statements_for"]
+__all__ = ["Statement", "WriteStatements", "statement_for", "statements_for", "write_statements"]
 
 Statement: TypeAlias = tuple[str, tuple[object, ...]]
 """One SQL statement and its parameters."""
@@ -49,6 +49,61 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     set_pending: str  # (pending, trigger_id)
     clear_pending_if: str  # (trigger_id, occurrence)
     reserve: str  # (reservation_id, claimed_at, trigger_id)
+
+
+def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
+    """The statements in one dialect: ``param`` is its placeholder (``?``, ``%s``),
+    ``greatest`` its two-argument maximum (``max``, ``GREATEST``) and ``text_param`` a
+    placeholder typed as text where the server cannot infer it (``%s::text``)."""
+    p, t = param, text_param
+    set_outcome = (
+        f"UPDATE tt_trigger_fires SET outcome = {p} "
+        f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+    )
+    advance = f"last_fired_at_ms = {greatest}(coalesce(last_fired_at_ms, {p}), {p})"
+    return WriteStatements(
+        set_outcome=set_outcome,
+        set_outcome_open=set_outcome + " AND (outcome IS NULL OR outcome = 'buffered')",
+        set_run_id=(
+            f"UPDATE tt_trigger_fires SET run_id = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        write_fire=(
+            f"UPDATE tt_trigger_fires SET outcome = {p}, run_id = {p}, error = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        write_fire_keep=(
+            f"UPDATE tt_trigger_fires SET outcome = {p}, error = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        release=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = NULL, "
+            f"pending_at_ms = {p} WHERE trigger_id = {p} AND active_run_id = {p}"
+        ),
+        replace_holder=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = NULL "
+            f"WHERE trigger_id = {p} AND active_run_id = {p}"
+        ),
+        advance_cursor=f"UPDATE tt_triggers SET {advance} WHERE trigger_id = {p}",
+        # The two writes touch disjoint columns, and every right-hand side reads the row's old
+        # values, so one statement does both.
+        advance_and_replace=(
+            f"UPDATE tt_triggers SET {advance}, "
+            f"active_run_id = CASE WHEN active_run_id = {t} THEN {t} ELSE active_run_id END, "
+            f"active_claimed_at_ms = CASE WHEN active_run_id = {t} THEN NULL "
+            f"ELSE active_claimed_at_ms END "
+            f"WHERE trigger_id = {p}"
+        ),
+        set_pending=f"UPDATE tt_triggers SET pending_at_ms = {p} WHERE trigger_id = {p}",
+        clear_pending_if=(
+            f"UPDATE tt_triggers SET pending_at_ms = NULL "
+            f"WHERE trigger_id = {p} AND pending_at_ms = {p}"
+        ),
+        reserve=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = {p} "
+            f"WHERE trigger_id = {p}"
+        ),
+    )
 
 
 def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) -> Statement:

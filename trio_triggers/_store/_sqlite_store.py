@@ -36,7 +36,7 @@ from ._engine import (
     write_failed,
 )
 from ._models import HistoryQuery
-from ._sql_writes import WriteStatements, statement_for, statements_for
+from ._sql_writes import statement_for, statements_for, write_statements
 
 __all__ = [
     "TRIGGER_MIGRATIONS",
@@ -132,58 +132,7 @@ _SELECT_FIRE = (
     "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = ? AND occurrence_at_ms = ?"
 )
 _INSERT_FIRE = "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (?, ?)"
-_SET_OUTCOME = (
-    "UPDATE tt_trigger_fires SET outcome = ? WHERE trigger_id = ? AND occurrence_at_ms = ?"
-)
-_SET_OUTCOME_OPEN = _SET_OUTCOME + " AND (outcome IS NULL OR outcome = 'buffered')"
-_SET_RUN_ID = "UPDATE tt_trigger_fires SET run_id = ? WHERE trigger_id = ? AND occurrence_at_ms = ?"
-_WRITE_FIRE = (
-    "UPDATE tt_trigger_fires SET outcome = ?, run_id = ?, error = ? "
-    "WHERE trigger_id = ? AND occurrence_at_ms = ?"
-)
-_WRITE_FIRE_KEEP = (
-    "UPDATE tt_trigger_fires SET outcome = ?, error = ? "
-    "WHERE trigger_id = ? AND occurrence_at_ms = ?"
-)
-_RELEASE = (
-    "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = NULL, pending_at_ms = ? "
-    "WHERE trigger_id = ? AND active_run_id = ?"
-)
-_REPLACE_HOLDER = (
-    "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = NULL "
-    "WHERE trigger_id = ? AND active_run_id = ?"
-)
-_ADVANCE_CURSOR = (
-    "UPDATE tt_triggers SET last_fired_at_ms = max(coalesce(last_fired_at_ms, ?), ?) "
-    "WHERE trigger_id = ?"
-)
-# AdvanceCursor followed by ReplaceHolder (every record_result) in one statement: the two
-# touch disjoint columns, and every right-hand side reads the row's old values.
-_ADVANCE_AND_REPLACE = (
-    "UPDATE tt_triggers SET last_fired_at_ms = max(coalesce(last_fired_at_ms, ?), ?), "
-    "active_run_id = CASE WHEN active_run_id = ? THEN ? ELSE active_run_id END, "
-    "active_claimed_at_ms = CASE WHEN active_run_id = ? THEN NULL ELSE active_claimed_at_ms END "
-    "WHERE trigger_id = ?"
-)
-_SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = ? WHERE trigger_id = ?"
-_CLEAR_PENDING_IF = (
-    "UPDATE tt_triggers SET pending_at_ms = NULL WHERE trigger_id = ? AND pending_at_ms = ?"
-)
-_RESERVE = "UPDATE tt_triggers SET active_run_id = ?, active_claimed_at_ms = ? WHERE trigger_id = ?"
-_WRITES = WriteStatements(
-    set_outcome=_SET_OUTCOME,
-    set_outcome_open=_SET_OUTCOME_OPEN,
-    set_run_id=_SET_RUN_ID,
-    write_fire=_WRITE_FIRE,
-    write_fire_keep=_WRITE_FIRE_KEEP,
-    release=_RELEASE,
-    replace_holder=_REPLACE_HOLDER,
-    advance_cursor=_ADVANCE_CURSOR,
-    advance_and_replace=_ADVANCE_AND_REPLACE,
-    set_pending=_SET_PENDING,
-    clear_pending_if=_CLEAR_PENDING_IF,
-    reserve=_RESERVE,
-)
+_WRITES = write_statements(param="?", greatest="max", text_param="?")
 _LAUNCHED_OCCURRENCE = (
     "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
     "WHERE trigger_id = ? AND run_id = ? AND outcome = 'launched'"

@@ -43,7 +43,7 @@ from .._store._engine import (
     write_failed,
 )
 from .._store._models import HistoryQuery
-from .._store._sql_writes import WriteStatements, statement_for, statements_for
+from .._store._sql_writes import statement_for, statements_for, write_statements
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
@@ -93,63 +93,7 @@ _INSERT_FIRE = (
     "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (%s, %s) "
     "ON CONFLICT DO NOTHING"
 )
-_SET_OUTCOME = (
-    "UPDATE tt_trigger_fires SET outcome = %s WHERE trigger_id = %s AND occurrence_at_ms = %s"
-)
-_SET_OUTCOME_OPEN = _SET_OUTCOME + " AND (outcome IS NULL OR outcome = 'buffered')"
-_SET_RUN_ID = (
-    "UPDATE tt_trigger_fires SET run_id = %s WHERE trigger_id = %s AND occurrence_at_ms = %s"
-)
-_WRITE_FIRE = (
-    "UPDATE tt_trigger_fires SET outcome = %s, run_id = %s, error = %s "
-    "WHERE trigger_id = %s AND occurrence_at_ms = %s"
-)
-_WRITE_FIRE_KEEP = (
-    "UPDATE tt_trigger_fires SET outcome = %s, error = %s "
-    "WHERE trigger_id = %s AND occurrence_at_ms = %s"
-)
-_RELEASE = (
-    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = NULL, pending_at_ms = %s "
-    "WHERE trigger_id = %s AND active_run_id = %s"
-)
-_REPLACE_HOLDER = (
-    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = NULL "
-    "WHERE trigger_id = %s AND active_run_id = %s"
-)
-_ADVANCE_CURSOR = (
-    "UPDATE tt_triggers SET last_fired_at_ms = GREATEST(coalesce(last_fired_at_ms, %s), %s) "
-    "WHERE trigger_id = %s"
-)
-# AdvanceCursor followed by ReplaceHolder (every record_result) in one statement: the two touch
-# disjoint columns, and every right-hand side reads the row's old values.
-_ADVANCE_AND_REPLACE = (
-    "UPDATE tt_triggers SET last_fired_at_ms = GREATEST(coalesce(last_fired_at_ms, %s), %s), "
-    "active_run_id = CASE WHEN active_run_id = %s::text THEN %s::text ELSE active_run_id END, "
-    "active_claimed_at_ms = CASE WHEN active_run_id = %s::text THEN NULL "
-    "ELSE active_claimed_at_ms END "
-    "WHERE trigger_id = %s"
-)
-_SET_PENDING = "UPDATE tt_triggers SET pending_at_ms = %s WHERE trigger_id = %s"
-_CLEAR_PENDING_IF = (
-    "UPDATE tt_triggers SET pending_at_ms = NULL WHERE trigger_id = %s AND pending_at_ms = %s"
-)
-_RESERVE = (
-    "UPDATE tt_triggers SET active_run_id = %s, active_claimed_at_ms = %s WHERE trigger_id = %s"
-)
-_WRITES = WriteStatements(
-    set_outcome=_SET_OUTCOME,
-    set_outcome_open=_SET_OUTCOME_OPEN,
-    set_run_id=_SET_RUN_ID,
-    write_fire=_WRITE_FIRE,
-    write_fire_keep=_WRITE_FIRE_KEEP,
-    release=_RELEASE,
-    replace_holder=_REPLACE_HOLDER,
-    advance_cursor=_ADVANCE_CURSOR,
-    advance_and_replace=_ADVANCE_AND_REPLACE,
-    set_pending=_SET_PENDING,
-    clear_pending_if=_CLEAR_PENDING_IF,
-    reserve=_RESERVE,
-)
+_WRITES = write_statements(param="%s", greatest="GREATEST", text_param="%s::text")
 _LAUNCHED_OCCURRENCE = (
     "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
     "WHERE trigger_id = %s AND run_id = %s AND outcome = 'launched'"
