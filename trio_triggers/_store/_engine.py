@@ -71,6 +71,7 @@ __all__ = [
     "RawTrigger",
     "StoreTx",
     "read_failed",
+    "run_bodies",
     "write_failed",
 ]
 
@@ -751,6 +752,28 @@ class BatchItemFailed(Exception):
     Backends raise it for every exception of a body except their driver's errors, which fail
     the whole batch as the store's write error.
     """
+
+
+def run_bodies(
+    tx: StoreTx,
+    bodies: Sequence[Body],
+    now: int,
+    database_errors: type[BaseException] | tuple[type[BaseException], ...],
+) -> builtins.list[Any]:
+    """Run a batch's bodies in order on one open transaction (a backend's ``_run_batch``).
+
+    The driver's ``database_errors`` propagate (the whole batch fails as a store error); any
+    other exception of a body becomes :class:`BatchItemFailed` (each call then runs alone).
+    """
+    values: builtins.list[Any] = []
+    for body in bodies:
+        try:
+            values.append(body(tx, now))
+        except database_errors:
+            raise
+        except Exception as exc:
+            raise BatchItemFailed() from exc
+    return values
 
 
 class _Queued:

@@ -33,6 +33,7 @@ from ._engine import (
     RawTrigger,
     StoreTx,
     failure_for,
+    run_bodies,
     write_failed,
 )
 from ._models import HistoryQuery
@@ -329,13 +330,19 @@ class SqliteTriggerStore(EngineStore):
             raise TriggerError("store", "could not run trigger migrations") from exc
 
     async def _run(
-        self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
+        self,
+        method: Method,
+        body: Callable[[StoreTx, int], T],
+        *,
+        now: bool = False,
+        checkpoint: bool = True,
     ) -> T:
         at = self._clock.now_ms() if now else 0
         try:
             return await self._database.transaction(
                 lambda connection: body(_SqliteTx(connection), at),
                 write=method not in READ_ONLY_METHODS,
+                checkpoint=checkpoint,
             )
         except TriggerError:
             raise
@@ -343,15 +350,7 @@ class SqliteTriggerStore(EngineStore):
             raise failure_for(method) from exc
 
     async def _run_alone(self, method: Method, body: Body) -> Any:
-        at = self._clock.now_ms()
-        try:
-            return await self._database.transaction(
-                lambda connection: body(_SqliteTx(connection), at), checkpoint=False
-            )
-        except TriggerError:
-            raise
-        except _DRIVER_ERRORS as exc:
-            raise failure_for(method) from exc
+        return await self._run(method, body, now=True, checkpoint=False)
 
     async def _run_batch(
         self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
@@ -360,16 +359,7 @@ class SqliteTriggerStore(EngineStore):
         at = self._clock.now_ms()
 
         def run_all(connection: sqlite3.Connection) -> builtins.list[Any]:
-            tx = _SqliteTx(connection)
-            values: builtins.list[Any] = []
-            for body in bodies:
-                try:
-                    values.append(body(tx, at))
-                except sqlite3.Error:
-                    raise  # the database failed: the whole batch fails
-                except Exception as exc:
-                    raise BatchItemFailed() from exc
-            return values
+            return run_bodies(_SqliteTx(connection), bodies, at, sqlite3.Error)
 
         try:
             return await self._database.transaction(run_all, checkpoint=False)

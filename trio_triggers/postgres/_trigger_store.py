@@ -40,6 +40,7 @@ from .._store._engine import (
     RawTrigger,
     StoreTx,
     failure_for,
+    run_bodies,
     write_failed,
 )
 from .._store._models import HistoryQuery
@@ -381,14 +382,7 @@ class PostgresTriggerStore(EngineStore):
         def work(connection: Connection) -> builtins.list[Any]:
             tx = _PostgresTx(connection, lock=True)
             tx.prefetch(hints)
-            values: builtins.list[Any] = []
-            for body in bodies:
-                try:
-                    values.append(body(tx, at))
-                except psycopg.Error:
-                    raise  # the database failed: the whole batch fails
-                except Exception as exc:
-                    raise BatchItemFailed() from exc
+            values = run_bodies(tx, bodies, at, psycopg.Error)
             tx.finish()
             return values
 
