@@ -512,22 +512,11 @@ def _previous(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
 
 
 # A scheduler asks the same question for every trigger that shares an expression and a zone
-# (a thousand "* * * * * *" triggers at one tick instant): answers are pure functions of their
-# arguments, so a small memo turns a thousand croniter walks into one.
-@lru_cache(maxsize=4096)
-def _next_memo(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
-    return _next(compiled, zone, start)
-
-
-@lru_cache(maxsize=4096)
-def _previous_memo(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
-    return _previous(compiled, zone, at)
-
-
-# The last gap between consecutive occurrences seen per (expression, zone): ``(p, n)`` with
-# ``p`` an occurrence and ``n = next(p)``, so no occurrence lies strictly between them. Every
-# instant in ``[p, n)`` has ``previous_at_or_before = p`` and ``next = n``: a tick that reads
-# the clock per trigger (a few milliseconds apart) still asks croniter once per expression.
+# (a thousand "* * * * * *" triggers in one tick). So the last gap between consecutive
+# occurrences is remembered per (expression, zone): ``(p, n)`` with ``p`` an occurrence and
+# ``n = next(p)``, so no occurrence lies strictly between them. Every instant in ``[p, n)`` has
+# ``previous_at_or_before = p`` and ``next = n``: a tick that reads the clock per trigger (a few
+# milliseconds apart) still asks croniter once per expression.
 _GAPS: dict[tuple[_Compiled, _Zone], tuple[int, int]] = {}
 _MAX_GAPS = 4096
 
@@ -536,7 +525,7 @@ def _next_fast(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
     gap = _GAPS.get((compiled, zone))
     if gap is not None and gap[0] <= start < gap[1]:
         return gap[1]
-    return _next_memo(compiled, zone, start)
+    return _next(compiled, zone, start)
 
 
 def _previous_fast(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
@@ -545,9 +534,9 @@ def _previous_fast(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
     gap = _GAPS.get(key)
     if gap is not None and gap[0] <= u < gap[1]:
         return gap[0]
-    found = _previous_memo(compiled, zone, at)
+    found = _previous(compiled, zone, at)
     if found is not None:
-        following = _next_memo(compiled, zone, found)
+        following = _next(compiled, zone, found)
         if following is not None and found <= u < following:
             if len(_GAPS) >= _MAX_GAPS:
                 _GAPS.clear()

@@ -122,7 +122,6 @@ class Scheduler:
         self._next_due: dict[str, int] = {}
         self._crons: dict[tuple[str, str | None], Cron] = {}
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
-        self._next_cache: dict[str, tuple[str, str | None, int]] = {}
 
     # ------------------------------------------------------------------ public surface
 
@@ -351,8 +350,6 @@ class Scheduler:
                 for _ in range(width):
                     nursery.start_soon(worker)
         self._next_due = next_due
-        if len(self._next_cache) > 2 * len(next_due) + 1000:
-            self._next_cache = {k: v for k, v in self._next_cache.items() if k in next_due}
 
     def _claims_only(self, row: Listed) -> bool:
         """Whether processing ``row`` can only read and claim (no runner call is expected).
@@ -391,15 +388,9 @@ class Scheduler:
 
     def _next_occurrence(self, trigger: RegisteredTrigger) -> int | None:
         """The trigger's next occurrence after now (for the wake-on-deadline sleep)."""
+        # (Cheap per trigger: ``Cron`` remembers the current gap between occurrences per
+        # expression, and the parsed expressions are kept here.)
         now = self._clock.now_ms()
-        cached = self._next_cache.get(trigger.id)
-        if (
-            cached is not None
-            and cached[0] == trigger.cron
-            and cached[1] == trigger.timezone
-            and cached[2] > now
-        ):
-            return cached[2]
         key = (trigger.cron, trigger.timezone)
         try:
             cron = self._crons.get(key)
@@ -410,7 +401,6 @@ class Scheduler:
             upcoming = cron.next(now)
         except TriggerError:
             return None
-        self._next_cache[trigger.id] = (trigger.cron, trigger.timezone, upcoming)
         return upcoming
 
     # ------------------------------------------------------------------ §12.6
