@@ -361,24 +361,29 @@ def trigger(trigger_id: str) -> Trigger:
     return Trigger(id=trigger_id, flow_id="flow", input={"n": 1}, cron="0 * * * *")
 
 
+async def one_cycle(store: TriggerStore, trigger_id: str, occurrence: int) -> None:
+    """claim -> launched -> completed for one occurrence (three write transactions alone)."""
+    claim = await store.claim_fire(trigger_id, occurrence, expected_revision=1)
+    run_id = f"run-{trigger_id}-{occurrence}"
+    await store.record_result(
+        Result(
+            trigger_id=trigger_id,
+            occurrence=occurrence,
+            outcome="launched",
+            run_id=run_id,
+            reservation_id=claim.reservation_id,
+        )
+    )
+    await store.record_result(
+        Result(trigger_id=trigger_id, occurrence=occurrence, outcome="completed", run_id=run_id)
+    )
+
+
 async def cycles_per_second(store: TriggerStore, cycles: int) -> float:
     await store.register(trigger("bench"))
     start = time.perf_counter()
     for occurrence in range(1, cycles + 1):
-        claim = await store.claim_fire("bench", occurrence, expected_revision=1)
-        run_id = f"run-{occurrence}"
-        await store.record_result(
-            Result(
-                trigger_id="bench",
-                occurrence=occurrence,
-                outcome="launched",
-                run_id=run_id,
-                reservation_id=claim.reservation_id,
-            )
-        )
-        await store.record_result(
-            Result(trigger_id="bench", occurrence=occurrence, outcome="completed", run_id=run_id)
-        )
+        await one_cycle(store, "bench", occurrence)
     return cycles / (time.perf_counter() - start)
 
 
@@ -395,25 +400,7 @@ async def concurrent_cycles_per_second(store: TriggerStore, cycles: int) -> floa
 
     async def cycle(trigger_id: str) -> None:
         for occurrence in range(1, each + 1):
-            claim = await store.claim_fire(trigger_id, occurrence, expected_revision=1)
-            run_id = f"run-{trigger_id}-{occurrence}"
-            await store.record_result(
-                Result(
-                    trigger_id=trigger_id,
-                    occurrence=occurrence,
-                    outcome="launched",
-                    run_id=run_id,
-                    reservation_id=claim.reservation_id,
-                )
-            )
-            await store.record_result(
-                Result(
-                    trigger_id=trigger_id,
-                    occurrence=occurrence,
-                    outcome="completed",
-                    run_id=run_id,
-                )
-            )
+            await one_cycle(store, trigger_id, occurrence)
 
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
