@@ -19,8 +19,8 @@ the claim and the launch, and the next boundary displaced the reservation. The t
 requires most boundaries to have completed runs, so it cannot pass vacuously.
 
 The same test runs on PostgreSQL and on one SQLite file. Each takes about two minutes of real
-time, so it is marked ``slow`` and runs only with ``TT_RUN_SLOW=1``; ``TT_MP_WINDOW_S`` shortens
-the window for a quick look.
+time, so it is marked ``slow`` and runs only with ``TT_RUN_SLOW=1`` (which ``.ci/run`` sets);
+``TT_MP_WINDOW_S`` shortens the window for a quick look.
 """
 
 from __future__ import annotations
