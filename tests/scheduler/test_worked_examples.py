@@ -1518,3 +1518,20 @@ async def test_control_conflict_on_cancel_keeps_the_seed(
     assert await store.inner.inspect("hourly") == Held(active_run_id="seed", pending_at=H)
     assert control.runs == []
     assert "superseded" not in store.outcomes()
+
+
+# A launch refused as stale while its own reservation still holds the trigger (the row was
+# settled under it, as a PostgreSQL claim reading a stale ledger once did) gives the
+# reservation back and cancels its run: the next boundary launches instead of being skipped.
+async def test_refused_launch_under_its_own_reservation_releases_it(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    await seed_fired(store.inner, hourly())
+    store.fail["record_result"] = [TriggerError("stale_owner", "result no longer owns trigger")]
+    async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
+        await sim.tick(scheduler, H)
+        assert runner.cancelled == ["run-1"]
+        assert await store.inner.inspect("hourly") == Held()
+        await sim.tick(scheduler, 2 * H)
+        assert runner.keys[-1] == key("hourly", 2 * H)
+        assert (await ledger(store.inner))[2 * H][0] == "launched"

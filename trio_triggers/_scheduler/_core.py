@@ -796,6 +796,16 @@ class Scheduler:
             async def reconcile() -> None:
                 held = await self._store.inspect(trigger.id)
                 holder = held.active_run_id
+                if holder == reservation:
+                    # Our own reservation still holds the trigger, yet the store refused our
+                    # ``launched``: the occurrence's row was settled under it (never ours to
+                    # launch). Nobody else will convert this reservation, and its lease would
+                    # release it without re-arming (the row is settled), so until then every
+                    # boundary would be skipped behind it. Give it back now, then cancel the
+                    # run that has no boundary (docs/scheduler.md, "A lost launch").
+                    await self._store.clear_active(trigger.id, reservation)
+                    await self._call_cancel(losing)
+                    return
                 if holder == losing or (
                     is_reservation(holder) and reservation_occurrence(holder) == o
                 ):

@@ -73,19 +73,19 @@ _STATE_WITH_FIRE = (
     "WHERE t.trigger_id = %s"
 )
 _SELECT_STATE_WITH_FIRE = _STATE_WITH_FIRE
-# Lock only the trigger row (the nullable side of an outer join cannot be locked).
-_LOCK_STATE_WITH_FIRE = _STATE_WITH_FIRE + " FOR UPDATE OF t"
-# A batch's first reads, all in one round trip: every named trigger row (locked, in one order
-# for every process, so two batches cannot deadlock) with the ledger row the body asks for.
-_PREFETCH = (
-    "SELECT t.trigger_id, t.revision, t.enabled, t.overlap, t.active_run_id, "
-    "t.active_claimed_at_ms, t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, "
-    "f.run_id "
+# A batch's first reads: every named trigger row, locked in one order for every process (so two
+# batches cannot deadlock). The ledger rows are read by a SECOND statement of the same round
+# trip (_PREFETCH_FIRES): see _PostgresTx.state_with_fire for why one statement cannot do both.
+_PREFETCH_LOCK = (
+    "SELECT trigger_id, revision, enabled, overlap, active_run_id, active_claimed_at_ms, "
+    "pending_at_ms FROM tt_triggers WHERE trigger_id = ANY(%s::text[]) "
+    "ORDER BY trigger_id FOR UPDATE"
+)
+_PREFETCH_FIRES = (
+    "SELECT f.trigger_id, f.outcome, f.run_id "
     "FROM unnest(%s::text[], %s::bigint[]) AS k(trigger_id, occurrence_at_ms) "
-    "JOIN tt_triggers AS t ON t.trigger_id = k.trigger_id "
-    "LEFT JOIN tt_trigger_fires AS f "
-    "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms "
-    "ORDER BY t.trigger_id FOR UPDATE OF t"
+    "JOIN tt_trigger_fires AS f "
+    "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms"
 )
 _SELECT_FIRE = (
     "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = %s AND occurrence_at_ms = %s"
@@ -160,11 +160,14 @@ class _PostgresTx:
                 wanted[hint[0]] = hint[1]
         if len(wanted) < 2:
             return
-        rows = self._query(_PREFETCH, (list(wanted), list(wanted.values()))).fetchall()
-        for row in rows:
+        ids = list(wanted)
+        locked, fires = self._query_pair(
+            (_PREFETCH_LOCK, (ids,)), (_PREFETCH_FIRES, (ids, list(wanted.values())))
+        )
+        found = {row[0]: (row[1], row[2]) for row in fires.fetchall()}
+        for row in locked.fetchall():
             trigger_id = row[0]
-            fire = (row[8], row[9]) if row[7] else None
-            self._prefetched[trigger_id] = (wanted[trigger_id], (row[1:7], fire))
+            self._prefetched[trigger_id] = (wanted[trigger_id], (row[1:7], found.get(trigger_id)))
 
     def _forget(self, trigger_id: str) -> None:
         if self._prefetched:
@@ -184,6 +187,23 @@ class _PostgresTx:
                 self._c.execute(queued, queued_params)
             cursor = self._c.execute(sql, params)
         return cursor
+
+    def _query_pair(
+        self,
+        first: tuple[str, Sequence[object]],
+        second: tuple[str, Sequence[object]],
+    ) -> tuple[psycopg.Cursor[TupleRow], psycopg.Cursor[TupleRow]]:
+        """Two statements in one round trip, the second run (and its snapshot taken) after the
+        first has finished, including any lock wait of the first."""
+        pending, self._pending = self._pending, []
+        with self._c.pipeline():
+            for queued, queued_params in pending:
+                self._c.execute(queued, queued_params)
+            one = self._c.cursor()
+            one.execute(*first)
+            two = self._c.cursor()
+            two.execute(*second)
+        return one, two
 
     def finish(self) -> None:
         """Send the queued writes and COMMIT together (pipeline mode: one round trip)."""
@@ -220,11 +240,31 @@ class _PostgresTx:
             ahead = self._prefetched.pop(trigger_id, None)
             if ahead is not None and ahead[0] == occurrence:
                 return ahead[1]
-        sql = _LOCK_STATE_WITH_FIRE if self._lock else _SELECT_STATE_WITH_FIRE
-        row = self._query(sql, (occurrence, trigger_id)).fetchone()
-        if row is None:
+        if not self._lock:
+            row = self._query(_SELECT_STATE_WITH_FIRE, (occurrence, trigger_id)).fetchone()
+            if row is None:
+                return None
+            return row[:6], ((row[7], row[8]) if row[6] else None)
+        # Lock the trigger row, THEN read its ledger row, in two statements. Under READ
+        # COMMITTED a statement reads from the snapshot taken when it starts: a locking read
+        # that waits for another transaction's lock re-reads the LOCKED row at its newest
+        # version when that transaction commits, but any other table it joins is still read
+        # from the old snapshot. One statement would therefore see the trigger row a peer just
+        # reserved next to the ledger as it was before the peer's claim (no row for this
+        # occurrence), and decide on that mixture: the claim of an occurrence a peer holds
+        # would record it ``skipped`` over the peer's live reservation, whose ``launched`` is
+        # then refused, stranding the reservation until its lease ends. The second statement
+        # starts after the lock is granted, so its snapshot includes whatever the lock's
+        # previous holder committed, and every ledger row of this trigger is written only
+        # under that lock.
+        state, fire = self._query_pair(
+            (_LOCK_STATE, (trigger_id,)), (_SELECT_FIRE, (trigger_id, occurrence))
+        )
+        raw = state.fetchone()
+        if raw is None:
             return None
-        return row[:6], ((row[7], row[8]) if row[6] else None)
+        found = fire.fetchone()
+        return raw, (None if found is None else (found[0], found[1]))
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._forget(trigger_id)
