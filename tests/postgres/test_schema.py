@@ -27,6 +27,7 @@ async def migrate_both(dsn: str) -> None:
             "0002_reservation_lease",
             "0003_heartbeat",
             "0004_fire_run_index",
+            "0005_attention",
         ]
         assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == ["runs_0001_tt_runs"]
         # The two stores share tt_migrations without mistaking each other's names for "newer".
@@ -50,6 +51,8 @@ async def test_column_types_and_collations(postgres_dsn: str) -> None:
         ("tt_triggers", "last_fired_at_ms"),
         ("tt_triggers", "pending_at_ms"),
         ("tt_triggers", "active_claimed_at_ms"),
+        ("tt_triggers", "registered_at_ms"),
+        ("tt_triggers", "attention_at_ms"),
         ("tt_trigger_fires", "occurrence_at_ms"),
         ("tt_scheduler_heartbeats", "ticked_at_ms"),
         ("tt_runs", "created_at_ms"),

@@ -166,6 +166,7 @@ async def test_stores_opening_together_migrate_once(postgres_dsn: str) -> None:
         ("0002_reservation_lease",),
         ("0003_heartbeat",),
         ("0004_fire_run_index",),
+        ("0005_attention",),
         ("runs_0001_tt_runs",),
     ]
 

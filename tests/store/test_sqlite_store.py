@@ -29,7 +29,13 @@ from trio_triggers.testing import AutojumpGuardExecutor
 from .backends import ManualClock, MemoryBackdoor, SqliteBackdoor, normalize
 from .helpers import DAILY, LEASE, declaration, raises
 
-NAMES = ["0001_triggers", "0002_reservation_lease", "0003_heartbeat", "0004_fire_run_index"]
+NAMES = [
+    "0001_triggers",
+    "0002_reservation_lease",
+    "0003_heartbeat",
+    "0004_fire_run_index",
+    "0005_attention",
+]
 
 
 def _migrations(path: Path) -> list[str]:

@@ -13,7 +13,7 @@ stores cannot disagree about them either.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar
 
 import msgspec
@@ -27,6 +27,7 @@ from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
 from .._json import decode_json, encode_input
 from .._wake import notify_registered
+from ._attention import UNKNOWN, AttentionInputs, DueRow, attention_at
 from ._decision import (
     ClaimSnapshot,
     ClearPendingIf,
@@ -62,14 +63,18 @@ from ._models import (
 )
 
 __all__ = [
+    "ATTENTION_COLUMNS",
     "TRIGGER_COLUMNS",
     "BatchItemFailed",
     "EncodedTrigger",
     "EngineStore",
+    "RawAttention",
+    "RawDue",
     "RawFireRecord",
     "RawState",
     "RawTrigger",
     "StoreTx",
+    "attending",
     "read_failed",
     "run_bodies",
     "write_failed",
@@ -104,17 +109,40 @@ STATE_COLUMNS: Final = (
     "pending_at_ms",
 )
 
+#: The columns :func:`._attention.attention_at` reads, in :data:`RawAttention` order.
+ATTENTION_COLUMNS: Final = (
+    "trigger_id",
+    "cron",
+    "timezone",
+    "enabled",
+    "overlap",
+    "last_fired_at_ms",
+    "pending_at_ms",
+    "active_run_id",
+    "active_claimed_at_ms",
+    "registered_at_ms",
+    "attention_at_ms",
+)
+
 RawTrigger: TypeAlias = tuple[object, ...]
 """A ``tt_triggers`` row as read, in :data:`TRIGGER_COLUMNS` order (values not yet checked)."""
 RawState: TypeAlias = tuple[object, ...]
 """The :data:`STATE_COLUMNS` of one ``tt_triggers`` row, as read."""
+RawAttention: TypeAlias = tuple[object, ...]
+"""The :data:`ATTENTION_COLUMNS` of one ``tt_triggers`` row, as read."""
+RawDue: TypeAlias = tuple[object, ...]
+"""A ``due`` row: the :data:`TRIGGER_COLUMNS`, then ``registered_at_ms``, ``attention_at_ms``."""
 RawFireRecord: TypeAlias = tuple[object, object, object, object, object]
 """A ledger row as read: ``(trigger_id, occurrence_at_ms, outcome, run_id, error)``."""
 
 Method = Literal[
     "register",
+    "register_many",
     "get",
     "list",
+    "due",
+    "next_attention",
+    "holding",
     "list_enabled",
     "claim_fire",
     "claim_pending",
@@ -131,7 +159,17 @@ Method = Literal[
     "last_heartbeat",
 ]
 READ_ONLY_METHODS: Final[frozenset[str]] = frozenset(
-    {"get", "list", "list_enabled", "active_occurrence", "history", "inspect", "last_heartbeat"}
+    {
+        "get",
+        "list",
+        "list_enabled",
+        "active_occurrence",
+        "history",
+        "inspect",
+        "last_heartbeat",
+        "next_attention",
+        "holding",
+    }
 )
 
 
@@ -203,8 +241,39 @@ class StoreTx(Protocol):
         """The greatest occurrence whose row has ``run_id`` and outcome ``launched``."""
         ...
 
-    def upsert(self, trigger: EncodedTrigger) -> None:
-        """Insert with revision 1, or overwrite the declared columns and add 1 to revision."""
+    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
+        """Insert with revision 1 (and ``registered_at_ms``), or overwrite the declared columns
+        and add 1 to revision (``registered_at_ms`` kept)."""
+        ...
+
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+        """The :data:`ATTENTION_COLUMNS` of the named rows (any order; absent ids omitted)."""
+        ...
+
+    def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
+        """Write ``attention_at_ms`` (and nothing else)."""
+        ...
+
+    def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
+        """Write ``registered_at_ms`` where it is NULL (rows from before the index)."""
+        ...
+
+    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+        """Rows with ``attention_at_ms <= now``, earliest first (ties by id), at most
+        ``limit``: the :data:`TRIGGER_COLUMNS` then ``registered_at_ms``, ``attention_at_ms``.
+        A server backend locks them, skipping rows another transaction has locked."""
+        ...
+
+    def hold(self, trigger_ids: Sequence[str], until: int) -> None:
+        """Set ``attention_at_ms = until`` on the named rows (a ``due`` read's take)."""
+        ...
+
+    def next_attention(self) -> object:
+        """The smallest non-NULL ``attention_at_ms`` (``None`` when there is none)."""
+        ...
+
+    def holding(self) -> builtins.list[RawDue]:
+        """Rows with a holder (``active_run_id`` not NULL), by id, shaped as :meth:`due` rows."""
         ...
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
@@ -678,35 +747,31 @@ def body_history(tx: StoreTx, query: HistoryQuery) -> HistoryPage:
     return page(records, query)
 
 
-def body_list(tx: StoreTx) -> builtins.list[Listed]:
-    rows: list[Listed] = []
-    for raw in tx.triggers(enabled_only=False):
-        trigger_id = raw[0] if isinstance(raw[0], str) else str(raw[0])
-        try:
-            registered, held = decode_trigger(raw)
-        except TriggerError as error:
-            active = raw[12]
-            pending = raw[11]
-            rows.append(
-                Listed(
-                    trigger_id=trigger_id,
-                    trigger=None,
-                    error=error,
-                    active_run_id=active if isinstance(active, str) else None,
-                    pending_at=pending if _is_int(pending) else None,  # type: ignore[arg-type]
-                )
-            )
-            continue
-        rows.append(
-            Listed(
-                trigger_id=trigger_id,
-                trigger=registered,
-                error=None,
-                active_run_id=held.active_run_id,
-                pending_at=held.pending_at,
-            )
+def _listed_row(raw: RawTrigger) -> Listed:
+    trigger_id = raw[0] if isinstance(raw[0], str) else str(raw[0])
+    try:
+        registered, held = decode_trigger(raw)
+    except TriggerError as error:
+        active = raw[12]
+        pending = raw[11]
+        return Listed(
+            trigger_id=trigger_id,
+            trigger=None,
+            error=error,
+            active_run_id=active if isinstance(active, str) else None,
+            pending_at=pending if _is_int(pending) else None,  # type: ignore[arg-type]
         )
-    return rows
+    return Listed(
+        trigger_id=trigger_id,
+        trigger=registered,
+        error=None,
+        active_run_id=held.active_run_id,
+        pending_at=held.pending_at,
+    )
+
+
+def body_list(tx: StoreTx) -> builtins.list[Listed]:
+    return [_listed_row(raw) for raw in tx.triggers(enabled_only=False)]
 
 
 def body_list_enabled(tx: StoreTx) -> builtins.list[RegisteredTrigger]:
@@ -721,11 +786,239 @@ def body_inspect(tx: StoreTx, trigger_id: str) -> Held:
 def body_register(tx: StoreTx, encoded: EncodedTrigger, now: int) -> RegisteredTrigger:
     # §9.4 step 2: the cron must have a next occurrence from the store's now.
     Cron.parse(encoded.cron, encoded.timezone, now=now)
-    tx.upsert(encoded)
+    tx.upsert(encoded, now)
     registered = _get(tx, encoded.trigger_id)
     if registered is None:
         raise TriggerError("store", "registered trigger disappeared")
     return registered
+
+
+def _encoded_columns(encoded: EncodedTrigger) -> tuple[object, ...]:
+    """The declared columns of ``encoded`` in :data:`TRIGGER_COLUMNS` order (the first nine)."""
+    return (
+        encoded.trigger_id,
+        encoded.flow_id,
+        encoded.input_json,
+        encoded.cron,
+        encoded.timezone,
+        encoded.overlap,
+        encoded.catch_up,
+        encoded.max_catch_up,
+        encoded.enabled,
+    )
+
+
+def body_register_many(
+    tx: StoreTx, encoded: Sequence[EncodedTrigger], now: int
+) -> builtins.list[RegisteredTrigger]:
+    """``register`` of each declaration in one transaction; an unchanged one is left alone."""
+    answers: list[RegisteredTrigger] = []
+    parsed: set[tuple[str, str | None]] = set()
+    for one in encoded:
+        key = (one.cron, one.timezone)
+        if key not in parsed:
+            Cron.parse(one.cron, one.timezone, now=now)
+            parsed.add(key)
+        current = tx.trigger(one.trigger_id)
+        if current is not None and tuple(current[:9]) == _encoded_columns(one):
+            answers.append(decode_trigger(current)[0])
+            continue
+        answers.append(body_register(tx, one, now))
+    return answers
+
+
+_REGISTERED_AT = len(TRIGGER_COLUMNS)
+_ATTENTION_AT = len(TRIGGER_COLUMNS) + 1
+
+
+def _due_row(raw: RawDue) -> DueRow:
+    registered_at = raw[_REGISTERED_AT]
+    attention = raw[_ATTENTION_AT]
+    return DueRow(
+        row=_listed_row(raw[:_REGISTERED_AT]),
+        registered_at=registered_at if _is_int(registered_at) else None,  # type: ignore[arg-type]
+        attention_at=attention if _is_int(attention) else None,  # type: ignore[arg-type]
+    )
+
+
+def body_due(tx: StoreTx, now: int, limit: int, hold_ms: int) -> builtins.list[DueRow]:
+    """The rows whose attention instant has come (``due``); see :mod:`._attention`."""
+    answer: list[DueRow] = []
+    for raw in tx.due(now, limit):
+        trigger_id = raw[0]
+        if raw[_ATTENTION_AT] == UNKNOWN and isinstance(trigger_id, str):
+            # A row from before the index: compute its instant now (a row that never went
+            # through an indexed register counts as registered now).
+            registered_at = raw[_REGISTERED_AT]
+            if registered_at is None:
+                tx.set_registered_at(trigger_id, now)
+                registered_at = now
+            computed = refresh(tx, (trigger_id,)).get(trigger_id)
+            if computed is None or computed > now:
+                continue
+            raw = (*raw[:_REGISTERED_AT], registered_at, computed)
+        answer.append(_due_row(raw))
+    if hold_ms > 0 and answer:
+        tx.hold([due.row.trigger_id for due in answer], now + hold_ms)
+    return answer
+
+
+def body_holding(tx: StoreTx) -> builtins.list[DueRow]:
+    return [_due_row(raw) for raw in tx.holding()]
+
+
+def body_next_attention(tx: StoreTx) -> int | None:
+    value = tx.next_attention()
+    return value if _is_int(value) else None  # type: ignore[return-value]
+
+
+def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
+    (
+        _trigger_id,
+        cron,
+        timezone,
+        enabled,
+        overlap,
+        last_fired_at,
+        pending_at,
+        active,
+        claimed_at,
+        registered_at,
+        _attention,
+    ) = raw
+    if not isinstance(cron, str) or not isinstance(overlap, str):
+        return None
+    return AttentionInputs(
+        cron=cron,
+        timezone=timezone if isinstance(timezone, str) else None,
+        enabled=enabled == 1,
+        overlap=overlap,
+        last_fired_at=last_fired_at if _is_int(last_fired_at) else None,  # type: ignore[arg-type]
+        pending_at=pending_at if _is_int(pending_at) else None,  # type: ignore[arg-type]
+        active=active if isinstance(active, str) else None,
+        claimed_at=claimed_at if _is_int(claimed_at) else None,  # type: ignore[arg-type]
+        registered_at=registered_at if _is_int(registered_at) else None,  # type: ignore[arg-type]
+    )
+
+
+def refresh(tx: StoreTx, trigger_ids: Iterable[str]) -> dict[str, int | None]:
+    """Re-compute and write the attention instant of each named row, in the same transaction.
+
+    Answers the instants now stored. A row whose columns cannot be read as inputs (a corrupt
+    row) is made due at once, so every tick looks at it and logs why, as a listing tick did.
+    """
+    ids = sorted(set(trigger_ids))
+    found: dict[str, int | None] = {}
+    if not ids:
+        return found
+    for raw in tx.attention_inputs(ids):
+        trigger_id = raw[0]
+        if not isinstance(trigger_id, str):
+            continue
+        inputs = _attention_inputs(raw)
+        value = UNKNOWN + 1 if inputs is None else attention_at(inputs)
+        if value != raw[-1]:
+            tx.set_attention(trigger_id, value)
+        found[trigger_id] = value
+    return found
+
+
+class _Attending:
+    """A :class:`StoreTx` that remembers which triggers a body wrote (see :func:`attending`)."""
+
+    __slots__ = ("touched", "tx")
+
+    def __init__(self, tx: StoreTx) -> None:
+        self.tx = tx
+        self.touched: set[str] = set()
+
+    def trigger(self, trigger_id: str) -> RawTrigger | None:
+        return self.tx.trigger(trigger_id)
+
+    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+        return self.tx.triggers(enabled_only=enabled_only)
+
+    def state(self, trigger_id: str) -> RawState | None:
+        return self.tx.state(trigger_id)
+
+    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+        return self.tx.fire(trigger_id, occurrence)
+
+    def state_with_fire(
+        self, trigger_id: str, occurrence: int
+    ) -> tuple[RawState, tuple[object, object] | None] | None:
+        return self.tx.state_with_fire(trigger_id, occurrence)
+
+    def insert_fire(self, trigger_id: str, occurrence: int) -> None:
+        self.tx.insert_fire(trigger_id, occurrence)
+
+    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+        self.touched.add(trigger_id)
+        self.tx.apply(trigger_id, write)
+
+    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+        if writes:
+            self.touched.add(trigger_id)
+            self.tx.apply_all(trigger_id, writes)
+
+    def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
+        return self.tx.launched_occurrence(trigger_id, run_id)
+
+    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
+        self.touched.add(trigger.trigger_id)
+        self.tx.upsert(trigger, registered_at)
+
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+        return self.tx.attention_inputs(trigger_ids)
+
+    def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
+        self.tx.set_attention(trigger_id, attention_at)
+
+    def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
+        self.touched.add(trigger_id)
+        self.tx.set_registered_at(trigger_id, registered_at)
+
+    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+        return self.tx.due(now, limit)
+
+    def hold(self, trigger_ids: Sequence[str], until: int) -> None:
+        self.tx.hold(trigger_ids, until)
+
+    def next_attention(self) -> object:
+        return self.tx.next_attention()
+
+    def holding(self) -> builtins.list[RawDue]:
+        return self.tx.holding()
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+        return self.tx.history(query, fetch)
+
+    def prune(self, older_than: int) -> int:
+        return self.tx.prune(older_than)
+
+    def heartbeat(self, host: str, at: int) -> None:
+        self.tx.heartbeat(host, at)
+
+    def last_heartbeat(self) -> tuple[object, object] | None:
+        return self.tx.last_heartbeat()
+
+
+def attending(body: Callable[[StoreTx, int], T]) -> Callable[[StoreTx, int], T]:
+    """``body`` followed, in its transaction, by :func:`refresh` of every trigger it wrote.
+
+    Inside a batch (:func:`run_bodies`, whose transaction is already attended) the refresh is
+    left to the batch, which does it once for all its bodies.
+    """
+
+    def attended(tx: StoreTx, now: int) -> T:
+        if isinstance(tx, _Attending):
+            return body(tx, now)
+        wrapped = _Attending(tx)
+        value = body(wrapped, now)
+        refresh(tx, wrapped.touched)
+        return value
+
+    return attended
 
 
 def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
@@ -766,13 +1059,20 @@ def run_bodies(
     other exception of a body becomes :class:`BatchItemFailed` (each call then runs alone).
     """
     values: builtins.list[Any] = []
+    attended = _Attending(tx)
     for body in bodies:
         try:
-            values.append(body(tx, now))
+            values.append(body(attended, now))
         except database_errors:
             raise
         except Exception as exc:
             raise BatchItemFailed() from exc
+    try:
+        refresh(tx, attended.touched)  # once for the whole batch (one read on a server)
+    except database_errors:
+        raise
+    except Exception as exc:
+        raise BatchItemFailed() from exc
     return values
 
 
@@ -984,6 +1284,7 @@ class EngineStore:
         occurrence: object = None,
     ) -> T:
         """Run a single-trigger write, sharing a transaction with concurrent ones if batching."""
+        body = attending(body)
         if not self._batching:
             return await self._run(method, body, now=True)
         group = self._group
@@ -997,10 +1298,70 @@ class EngineStore:
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
         encoded = encode_trigger(trigger)  # the snapshot, before the first checkpoint
         registered = await self._run(
-            "register", lambda tx, now: body_register(tx, encoded, now), now=True
+            "register", attending(lambda tx, now: body_register(tx, encoded, now)), now=True
         )
         notify_registered(self)  # wake this process's schedulers of this store (serve's sleep)
         return registered
+
+    async def register_many(self, triggers: Iterable[Trigger]) -> builtins.list[RegisteredTrigger]:
+        """Register every declaration in ONE transaction, in order.
+
+        Each is validated and snapshotted first (a bad one refuses the whole call, which then
+        writes nothing). A declaration equal to the stored one is left alone: no revision bump,
+        so a scheduler's claims are not fenced by re-applying an unchanged config. The others
+        are registered as :meth:`register` would. Answers the registered rows, in order.
+        """
+        encoded = [encode_trigger(trigger) for trigger in triggers]
+        seen: set[str] = set()
+        for one in encoded:
+            if one.trigger_id in seen:
+                raise TriggerError(
+                    "invalid_trigger",
+                    f"trigger {one.trigger_id} is declared twice in one registration",
+                    path="id",
+                )
+            seen.add(one.trigger_id)
+        registered = await self._run(
+            "register_many",
+            attending(lambda tx, now: body_register_many(tx, encoded, now)),
+            now=True,
+        )
+        notify_registered(self)
+        return registered
+
+    # --- the attention index (docs/store.md, "The attention index") ---------------------
+
+    async def due(self, now: int, *, limit: int = 1024, hold_ms: int = 0) -> builtins.list[DueRow]:
+        """The rows whose attention instant is at or before ``now``, earliest first.
+
+        At most ``limit`` rows. With ``hold_ms`` the rows answered are *taken*: their instant
+        moves to ``now + hold_ms`` in the same transaction, so a concurrent scheduler's ``due``
+        does not answer them again; the taker's next write to a row re-computes its instant,
+        and a row the taker writes nothing to comes back after ``hold_ms``. On PostgreSQL the
+        read skips rows another transaction has locked (``FOR UPDATE SKIP LOCKED``), so
+        concurrent schedulers take disjoint rows.
+        """
+        if not is_safe_integer(now):
+            raise TriggerError(
+                "invalid_options", f"now must be a safe integer, received {now!r}", path="now"
+            )
+        for name, value in (("limit", limit), ("hold_ms", hold_ms)):
+            if not is_safe_integer(value) or value < (1 if name == "limit" else 0):
+                raise TriggerError(
+                    "invalid_options",
+                    f"{name} must be a {'positive' if name == 'limit' else 'non-negative'} "
+                    f"safe integer, received {value!r}",
+                    path=name,
+                )
+        return await self._run("due", lambda tx, _: body_due(tx, now, limit, hold_ms))
+
+    async def next_attention(self) -> int | None:
+        """The earliest attention instant of any row (``None`` when no row needs any)."""
+        return await self._run("next_attention", lambda tx, _: body_next_attention(tx))
+
+    async def holding(self) -> builtins.list[DueRow]:
+        """Every row with a holder (a reservation or a run), by id: the recovery sweep's read."""
+        return await self._run("holding", lambda tx, _: body_holding(tx))
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:
         return await self._run("get", lambda tx, _: _get(tx, trigger_id))
@@ -1033,7 +1394,7 @@ class EngineStore:
     ) -> PendingClaim | None:
         return await self._run(
             "claim_pending",
-            lambda tx, now: body_claim_pending(tx, trigger_id, expected_revision, now),
+            attending(lambda tx, now: body_claim_pending(tx, trigger_id, expected_revision, now)),
             now=True,
         )
 
@@ -1048,15 +1409,19 @@ class EngineStore:
     async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
         await self._run(
             "restore_pending",
-            lambda tx, _: body_restore_pending(tx, trigger_id, occurrence, reservation_id),
+            attending(
+                lambda tx, _: body_restore_pending(tx, trigger_id, occurrence, reservation_id)
+            ),
         )
 
     async def set_pending(self, trigger_id: str, occurrence: int) -> None:
-        await self._run("set_pending", lambda tx, _: body_set_pending(tx, trigger_id, occurrence))
+        await self._run(
+            "set_pending", attending(lambda tx, _: body_set_pending(tx, trigger_id, occurrence))
+        )
 
     async def active_run(self, trigger_id: str) -> str | None:
         return await self._run(
-            "active_run", lambda tx, now: body_active_run(tx, trigger_id, now), now=True
+            "active_run", attending(lambda tx, now: body_active_run(tx, trigger_id, now)), now=True
         )
 
     async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
@@ -1065,7 +1430,9 @@ class EngineStore:
         )
 
     async def clear_active(self, trigger_id: str, run_id: str) -> None:
-        await self._run("clear_active", lambda tx, _: body_clear_active(tx, trigger_id, run_id))
+        await self._run(
+            "clear_active", attending(lambda tx, _: body_clear_active(tx, trigger_id, run_id))
+        )
 
     async def history(self, query: HistoryQuery | None = None) -> HistoryPage:
         chosen = query if query is not None else HistoryQuery()

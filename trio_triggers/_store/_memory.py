@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 import trio
@@ -35,10 +36,13 @@ from ._decision import (
     is_prunable,
 )
 from ._engine import (
+    ATTENTION_COLUMNS,
     TRIGGER_COLUMNS,
     EncodedTrigger,
     EngineStore,
     Method,
+    RawAttention,
+    RawDue,
     RawFireRecord,
     RawState,
     RawTrigger,
@@ -72,6 +76,26 @@ class _Tables:
         self.triggers: dict[str, _Row] = {}
         self.fires: dict[str, dict[int, _Row]] = {}
         self.heartbeats: dict[str, int] = {}
+        # The attention index: a heap of (attention_at_ms, trigger_id). Entries are never
+        # removed when a row's instant changes (nor when a rollback restores an old one); an
+        # entry counts only while it equals the row's current instant, and stale ones are
+        # dropped as the heap is read (or all at once when they outnumber the rows).
+        self.attention: list[tuple[int, str]] = []
+
+    def index(self, trigger_id: str, attention: object) -> None:
+        if isinstance(attention, int):
+            heapq.heappush(self.attention, (attention, trigger_id))
+            if len(self.attention) > 2 * len(self.triggers) + 1024:
+                self.attention = [
+                    (at, tid)
+                    for tid, row in self.triggers.items()
+                    if isinstance(at := row.get("attention_at_ms"), int)
+                ]
+                heapq.heapify(self.attention)
+
+    def current(self, entry: tuple[int, str]) -> bool:
+        row = self.triggers.get(entry[1])
+        return row is not None and row.get("attention_at_ms") == entry[0]
 
 
 class _MemoryTx:
@@ -104,6 +128,8 @@ class _MemoryTx:
         old = dict(row)
         self._undo.append(lambda: row.update(old))
         row.update(values)
+        if "attention_at_ms" in values:
+            self._t.index(trigger_id, values["attention_at_ms"])
 
     def _update_fire(self, trigger_id: str, occurrence: int, values: dict[str, object]) -> None:
         row = self._t.fires.get(trigger_id, {}).get(occurrence)
@@ -198,7 +224,7 @@ class _MemoryTx:
         fires[occurrence] = values
         self._undo.append(lambda: fires.pop(occurrence, None))
 
-    def upsert(self, trigger: EncodedTrigger) -> None:
+    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
         declared: _Row = {
             "flow_id": trigger.flow_id,
             "input_json": trigger.input_json,
@@ -224,6 +250,8 @@ class _MemoryTx:
             "pending_at_ms": None,
             "active_run_id": None,
             "active_claimed_at_ms": None,
+            "registered_at_ms": registered_at,
+            "attention_at_ms": None,
         }
         self._touch("insert", "tt_triggers", new)
         self._t.triggers[trigger.trigger_id] = new
@@ -282,6 +310,66 @@ class _MemoryTx:
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         for write in writes:
             self.apply(trigger_id, write)
+
+    # -- the attention index ----------------------------------------------------------------
+
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+        self._touch("select", "tt_triggers", {})
+        rows = self._t.triggers
+        return [
+            tuple(rows[key].get(c) for c in ATTENTION_COLUMNS) for key in trigger_ids if key in rows
+        ]
+
+    def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
+        self._update_trigger(trigger_id, {"attention_at_ms": attention_at})
+
+    def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
+        row = self._t.triggers.get(trigger_id)
+        if row is not None and row.get("registered_at_ms") is None:
+            self._update_trigger(trigger_id, {"registered_at_ms": registered_at})
+
+    def _due_raw(self, row: _Row) -> RawDue:
+        return (
+            *(row[c] for c in TRIGGER_COLUMNS),
+            row.get("registered_at_ms"),
+            row.get("attention_at_ms"),
+        )
+
+    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+        self._touch("select", "tt_triggers", {})
+        heap = self._t.attention
+        taken: list[tuple[int, str]] = []
+        seen: set[str] = set()
+        # Pop the entries that have come (dropping stale ones), then push the live ones back:
+        # the read itself changes nothing, and it costs what is due, not what is stored.
+        while heap and heap[0][0] <= now and len(taken) < limit:
+            entry = heapq.heappop(heap)
+            if entry[1] not in seen and self._t.current(entry):
+                seen.add(entry[1])
+                taken.append(entry)
+        for entry in taken:
+            heapq.heappush(heap, entry)
+        return [self._due_raw(self._t.triggers[tid]) for _, tid in taken]
+
+    def hold(self, trigger_ids: Sequence[str], until: int) -> None:
+        for trigger_id in trigger_ids:
+            self._update_trigger(trigger_id, {"attention_at_ms": until})
+
+    def next_attention(self) -> object:
+        self._touch("select", "tt_triggers", {})
+        heap = self._t.attention
+        while heap and not self._t.current(heap[0]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def holding(self) -> builtins.list[RawDue]:
+        self._touch("select", "tt_triggers", {})
+        rows = self._t.triggers
+        return [
+            self._due_raw(rows[key])
+            for key in sorted(rows)
+            if rows[key].get("active_run_id") is not None
+        ]
 
     def prune(self, older_than: int) -> int:
         self._touch("delete", "tt_trigger_fires", {})

@@ -18,8 +18,10 @@ from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
 from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
+from ._attention import UNKNOWN
 from ._decision import TriggerWrite
 from ._engine import (
+    ATTENTION_COLUMNS,
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
     BatchItemFailed,
@@ -28,6 +30,8 @@ from ._engine import (
     EngineStore,
     Hint,
     Method,
+    RawAttention,
+    RawDue,
     RawFireRecord,
     RawState,
     RawTrigger,
@@ -102,6 +106,18 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
         "0004_fire_run_index",
         ("CREATE INDEX tt_trigger_fires_run_id ON tt_trigger_fires (run_id)",),
     ),
+    (
+        "0005_attention",
+        (
+            "ALTER TABLE tt_triggers ADD COLUMN registered_at_ms INTEGER",
+            # Rows from before the index are due at once; the first due read computes them.
+            f"ALTER TABLE tt_triggers ADD COLUMN attention_at_ms INTEGER DEFAULT {UNKNOWN}",
+            "CREATE INDEX tt_triggers_attention ON tt_triggers (attention_at_ms, trigger_id) "
+            "WHERE attention_at_ms IS NOT NULL",
+            "CREATE INDEX tt_triggers_holding ON tt_triggers (trigger_id) "
+            "WHERE active_run_id IS NOT NULL",
+        ),
+    ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 
@@ -141,8 +157,8 @@ _LAUNCHED_OCCURRENCE = (
 _UPSERT = """
     INSERT INTO tt_triggers (
         trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
-        enabled, revision
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+        enabled, revision, registered_at_ms, attention_at_ms
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL)
     ON CONFLICT (trigger_id) DO UPDATE SET
         flow_id = excluded.flow_id,
         input_json = excluded.input_json,
@@ -165,6 +181,23 @@ _PRUNE = """
             OR (t.active_run_id IS NOT NULL AND t.active_run_id = tt_trigger_fires.run_id))
       )
 """
+_DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
+_ATTENTION_INPUTS = (
+    "SELECT " + ", ".join(ATTENTION_COLUMNS) + " FROM tt_triggers WHERE trigger_id IN "
+)
+_SET_ATTENTION = "UPDATE tt_triggers SET attention_at_ms = ? WHERE trigger_id = ?"
+_SET_REGISTERED_AT = (
+    "UPDATE tt_triggers SET registered_at_ms = ? WHERE trigger_id = ? AND registered_at_ms IS NULL"
+)
+_DUE = (
+    f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
+    "WHERE attention_at_ms IS NOT NULL AND attention_at_ms <= ? "
+    "ORDER BY attention_at_ms, trigger_id LIMIT ?"
+)
+_NEXT_ATTENTION = "SELECT min(attention_at_ms) FROM tt_triggers WHERE attention_at_ms IS NOT NULL"
+_HOLDING = (
+    f"SELECT {_DUE_COLUMNS} FROM tt_triggers WHERE active_run_id IS NOT NULL ORDER BY trigger_id"
+)
 _HEARTBEAT = (
     "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (?, ?) "
     "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
@@ -217,7 +250,7 @@ class _SqliteTx:
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
-    def upsert(self, trigger: EncodedTrigger) -> None:
+    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
         self._c.execute(
             _UPSERT,
             (
@@ -230,8 +263,36 @@ class _SqliteTx:
                 trigger.catch_up,
                 trigger.max_catch_up,
                 trigger.enabled,
+                registered_at,
             ),
         )
+
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+        rows: list[RawAttention] = []
+        for start in range(0, len(trigger_ids), 500):
+            chunk = trigger_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows.extend(self._c.execute(f"{_ATTENTION_INPUTS}({marks})", chunk).fetchall())
+        return rows
+
+    def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
+        self._c.execute(_SET_ATTENTION, (attention_at, trigger_id))
+
+    def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
+        self._c.execute(_SET_REGISTERED_AT, (registered_at, trigger_id))
+
+    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+        return self._c.execute(_DUE, (now, limit)).fetchall()
+
+    def hold(self, trigger_ids: Sequence[str], until: int) -> None:
+        self._c.executemany(_SET_ATTENTION, [(until, trigger_id) for trigger_id in trigger_ids])
+
+    def next_attention(self) -> object:
+        row = self._c.execute(_NEXT_ATTENTION).fetchone()
+        return None if row is None else row[0]
+
+    def holding(self) -> builtins.list[RawDue]:
+        return self._c.execute(_HOLDING).fetchall()
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self._c.execute(*statement_for(trigger_id, write, _WRITES))

@@ -21,6 +21,7 @@ and opening reports ``could not run trigger migrations``.
 from __future__ import annotations
 
 from .._sqlite import Migration
+from .._store._attention import UNKNOWN
 
 __all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
 
@@ -78,6 +79,18 @@ TRIGGER_MIGRATIONS: list[Migration] = [
     (
         "0004_fire_run_index",
         ["CREATE INDEX tt_trigger_fires_run_id ON tt_trigger_fires (run_id)"],
+    ),
+    (
+        "0005_attention",
+        [
+            "ALTER TABLE tt_triggers ADD COLUMN registered_at_ms BIGINT",
+            # Rows from before the index are due at once; the first due read computes them.
+            f"ALTER TABLE tt_triggers ADD COLUMN attention_at_ms BIGINT DEFAULT {UNKNOWN}",
+            "CREATE INDEX tt_triggers_attention ON tt_triggers (attention_at_ms, trigger_id) "
+            "WHERE attention_at_ms IS NOT NULL",
+            "CREATE INDEX tt_triggers_holding ON tt_triggers (trigger_id) "
+            "WHERE active_run_id IS NOT NULL",
+        ],
     ),
 ]
 

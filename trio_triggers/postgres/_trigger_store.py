@@ -27,6 +27,7 @@ from .._errors import TriggerError
 from .._executor import Executor
 from .._store._decision import TriggerWrite
 from .._store._engine import (
+    ATTENTION_COLUMNS,
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
     BatchItemFailed,
@@ -35,6 +36,8 @@ from .._store._engine import (
     EngineStore,
     Hint,
     Method,
+    RawAttention,
+    RawDue,
     RawFireRecord,
     RawState,
     RawTrigger,
@@ -102,8 +105,8 @@ _LAUNCHED_OCCURRENCE = (
 _UPSERT = """
     INSERT INTO tt_triggers (
         trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
-        enabled, revision
-    ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1)
+        enabled, revision, registered_at_ms, attention_at_ms
+    ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, NULL)
     ON CONFLICT (trigger_id) DO UPDATE SET
         flow_id = excluded.flow_id,
         input_json = excluded.input_json,
@@ -126,6 +129,29 @@ _PRUNE = """
             OR (t.active_run_id IS NOT NULL AND t.active_run_id = f.run_id))
       )
 """
+_DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
+_ATTENTION_INPUTS = (
+    "SELECT " + ", ".join(ATTENTION_COLUMNS) + " FROM tt_triggers "
+    "WHERE trigger_id = ANY(%s::text[])"
+)
+_SET_ATTENTION = "UPDATE tt_triggers SET attention_at_ms = %s WHERE trigger_id = %s"
+_SET_REGISTERED_AT = (
+    "UPDATE tt_triggers SET registered_at_ms = %s "
+    "WHERE trigger_id = %s AND registered_at_ms IS NULL"
+)
+# Concurrent schedulers take disjoint due rows: a row another transaction has locked (a peer's
+# due read, or any write to that trigger) is skipped, and the read's take (HOLD) moves the rows
+# it answers out of every later read until their next write.
+_DUE = (
+    f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
+    "WHERE attention_at_ms IS NOT NULL AND attention_at_ms <= %s "
+    "ORDER BY attention_at_ms, trigger_id LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+_HOLD = "UPDATE tt_triggers SET attention_at_ms = %s WHERE trigger_id = ANY(%s::text[])"
+_NEXT_ATTENTION = "SELECT min(attention_at_ms) FROM tt_triggers WHERE attention_at_ms IS NOT NULL"
+_HOLDING = (
+    f"SELECT {_DUE_COLUMNS} FROM tt_triggers WHERE active_run_id IS NOT NULL ORDER BY trigger_id"
+)
 _HEARTBEAT = (
     "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (%s, %s) "
     "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
@@ -276,7 +302,7 @@ class _PostgresTx:
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
-    def upsert(self, trigger: EncodedTrigger) -> None:
+    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
         self._forget(trigger.trigger_id)
         self._write(
             _UPSERT,
@@ -290,8 +316,32 @@ class _PostgresTx:
                 trigger.catch_up,
                 trigger.max_catch_up,
                 trigger.enabled,
+                registered_at,
             ),
         )
+
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+        return self._query(_ATTENTION_INPUTS, (list(trigger_ids),)).fetchall()
+
+    def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
+        self._write(_SET_ATTENTION, (attention_at, trigger_id))
+
+    def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
+        self._forget(trigger_id)
+        self._write(_SET_REGISTERED_AT, (registered_at, trigger_id))
+
+    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+        return self._query(_DUE, (now, limit)).fetchall()
+
+    def hold(self, trigger_ids: Sequence[str], until: int) -> None:
+        self._write(_HOLD, (until, list(trigger_ids)))
+
+    def next_attention(self) -> object:
+        row = self._query(_NEXT_ATTENTION).fetchone()
+        return None if row is None else row[0]
+
+    def holding(self) -> builtins.list[RawDue]:
+        return self._query(_HOLDING).fetchall()
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self._forget(trigger_id)
