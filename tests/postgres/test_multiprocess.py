@@ -1,7 +1,7 @@
 """Three scheduler processes, each with a LocalRunner, on one database, killed at random.
 
-Twenty triggers fire every second (``overlap="supersede"``, ``catch_up="all"``) for a window of
-about a minute while a driver SIGKILLs a random process every few seconds and restarts it. Then
+Twenty triggers fire every second (``catch_up="all"``, once per overlap policy) for a window of
+half a minute while a driver SIGKILLs a random process every few seconds and restarts it. Then
 the killing stops, the processes run on for one run lease (``STALE_AFTER_MS``, so runs of killed
 owners are taken over) and a few seconds more, the triggers are disabled, and once everything has
 settled the database must show what the claim protocol promises (``docs/postgres.md``):
@@ -16,7 +16,7 @@ settled the database must show what the claim protocol promises (``docs/postgres
 
 A boundary can legitimately end ``superseded`` without a run: its claimant was killed between
 the claim and the launch, and the next boundary displaced the reservation. The test also
-requires a large share of boundaries (40%) to have completed runs, so it cannot pass vacuously.
+requires 90% of the window's boundaries to have completed runs, so it cannot pass vacuously.
 
 The same test runs on PostgreSQL and on one SQLite file. Each takes about two minutes of real
 time, so it is marked ``slow`` and runs only with ``TT_RUN_SLOW=1`` (which ``.ci/run`` sets);
@@ -51,8 +51,8 @@ from trio_triggers.postgres import open_postgres_trigger_store
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRIGGERS = 20
 PROCESSES = 3
-STALE_AFTER_MS = 5_000
-WINDOW_S = float(os.environ.get("TT_MP_WINDOW_S", "60"))
+STALE_AFTER_MS = 3_000
+WINDOW_S = float(os.environ.get("TT_MP_WINDOW_S", "30"))
 SEED = int(os.environ.get("TT_MP_SEED", "7"))
 
 pytestmark = [
@@ -64,7 +64,7 @@ pytestmark = [
 ]
 
 
-def every_second(index: int, *, enabled: bool = True) -> Trigger:
+def every_second(index: int, overlap: str, *, enabled: bool = True) -> Trigger:
     return Trigger.make(
         {
             "id": f"t{index:02d}",
@@ -72,7 +72,7 @@ def every_second(index: int, *, enabled: bool = True) -> Trigger:
             "input": {"index": index},
             "cron": "* * * * * *",
             "timezone": "UTC",
-            "overlap": "supersede",
+            "overlap": overlap,
             "catch_up": "all",
             "max_catch_up": 120,
             "enabled": enabled,
@@ -196,13 +196,16 @@ UNSETTLED_OUTCOMES = (None, "buffered", "launched")
 TERMINAL_RUNS = ("completed", "failed", "cancelled")
 
 
-def settled(snapshot: Snapshot) -> bool:
-    return all(f[2] not in UNSETTLED_OUTCOMES for f in snapshot.fires) and all(
+def settled(snapshot: Snapshot, overlap: str) -> bool:
+    # Under buffer-one a boundary buffered when the triggers were disabled stays owed (in the
+    # pending slot, resumed when the trigger is enabled again): it is not unsettled work.
+    unsettled = tuple(o for o in UNSETTLED_OUTCOMES if o != "buffered" or overlap != "buffer-one")
+    return all(f[2] not in unsettled for f in snapshot.fires) and all(
         r[1] in TERMINAL_RUNS for r in snapshot.runs
     )
 
 
-def check(snapshot: Snapshot, window_end: int) -> dict[str, int]:
+def check(snapshot: Snapshot, window_end: int, overlap: str) -> dict[str, int]:
     by_key: dict[str, list[tuple[str, str, str | None]]] = {}
     for run in snapshot.runs:
         assert run[2] is not None, f"run {run[0]} has no idempotency key"
@@ -211,7 +214,20 @@ def check(snapshot: Snapshot, window_end: int) -> dict[str, int]:
     for fire in snapshot.fires:
         ledger[idempotency_key(fire[0], fire[1])] = fire
 
-    counts = {"boundaries": 0, "completed": 0, "failed": 0, "superseded": 0, "runs": 0}
+    counts = {
+        "boundaries": 0,
+        "completed_in_window": 0,
+        "completed": 0,
+        "failed": 0,
+        "superseded": 0,
+        "skipped": 0,
+        "buffered": 0,
+        "runs": 0,
+    }
+    # A boundary that did not run is superseded under supersede, skipped under the others.
+    not_run = {"supersede": ("superseded",), "skip": ("skipped",)}.get(
+        overlap, ("skipped", "buffered")
+    )
     for index in range(TRIGGERS):
         trigger_id = f"t{index:02d}"
         occurrences = sorted(f[1] for f in snapshot.fires if f[0] == trigger_id)
@@ -221,12 +237,20 @@ def check(snapshot: Snapshot, window_end: int) -> dict[str, int]:
         missing = sorted(set(expected) - set(occurrences))
         assert not missing, f"{trigger_id} is missing boundaries {missing[:10]}"
         counts["boundaries"] += len(expected)
+        window = set(expected)
+        counts["completed_in_window"] += sum(
+            1
+            for f in snapshot.fires
+            if f[0] == trigger_id and f[1] in window and f[2] == "completed"
+        )
 
     for fire in snapshot.fires:
         trigger_id, occurrence, outcome, run_id = fire
         key = idempotency_key(trigger_id, occurrence)
         runs = by_key.get(key, [])
-        assert outcome not in UNSETTLED_OUTCOMES, f"{key} is unsettled ({outcome})"
+        assert outcome not in UNSETTLED_OUTCOMES or outcome in not_run, (
+            f"{key} is unsettled ({outcome})"
+        )
         assert len(runs) <= 1, f"{key} has {len(runs)} runs"
         if outcome in ("completed", "failed"):
             assert len(runs) == 1, f"{key} was {outcome} but has no run"
@@ -236,7 +260,7 @@ def check(snapshot: Snapshot, window_end: int) -> dict[str, int]:
             else:
                 assert runs[0][1] in ("failed", "cancelled"), f"{key}: run is {runs[0][1]}"
         else:
-            assert outcome == "superseded", f"{key}: unexpected outcome {outcome}"
+            assert outcome in not_run, f"{key}: unexpected outcome {outcome}"
         assert outcome is not None
         counts[outcome] += 1
         counts["runs"] += len(runs)
@@ -260,15 +284,16 @@ def database(kind: str, tmp_path: Path) -> Iterator[str]:
         yield str(tmp_path / "shared.sqlite")
 
 
+@pytest.mark.parametrize("overlap", ["skip", "buffer-one", "supersede"])
 @pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
 async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
-    kind: str, tmp_path: Path
+    kind: str, overlap: str, tmp_path: Path
 ) -> None:
     rng = random.Random(SEED)
     with database(kind, tmp_path) as db:
         async with open_store(db) as store:
             for index in range(TRIGGERS):
-                await store.register(every_second(index))
+                await store.register(every_second(index, overlap))
         driver = Driver(db=db, directory=tmp_path)
         driver.children = [
             Child(host=f"proc-{n}", log=tmp_path / f"proc-{n}.log") for n in range(PROCESSES)
@@ -291,12 +316,12 @@ async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
                 await trio.sleep(STALE_AFTER_MS / 1000 + 4)
                 async with open_store(db) as store:
                     for index in range(TRIGGERS):
-                        await store.register(every_second(index, enabled=False))
+                        await store.register(every_second(index, overlap, enabled=False))
                 disabled_at = clock.now_ms()
                 with trio.fail_after(STALE_AFTER_MS / 1000 + 60):
                     while True:
                         snapshot = await trio.to_thread.run_sync(read, db)
-                        if settled(snapshot):
+                        if settled(snapshot, overlap):
                             break
                         await trio.sleep(0.5)
                 await driver.stop_all()
@@ -308,14 +333,12 @@ async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
             raise
         # Boundaries up to 2 s before disabling were certainly claimed by a live scheduler.
         window_end = (disabled_at - 2_000) // 1000 * 1000
-        counts = check(snapshot, window_end)
-        print(f"{kind}: {driver.kills} kills, {counts}")
+        counts = check(snapshot, window_end, overlap)
+        print(f"{kind} {overlap}: {driver.kills} kills, {counts}")
         assert driver.kills >= WINDOW_S / 6
-        # Not vacuous: a large share of boundaries ran to completion. The rest are legitimately
-        # superseded (a run still unsettled when the next second's claim arrives: killed owners'
-        # runs wait out STALE_AFTER_MS, and three processes contend for the same rows). Measured
-        # on the 2-core machine that also runs the server: SQLite ~98% completed; PostgreSQL
-        # 67-77% when a tick's claims were made a few at a time, 48-50% since they travel
-        # together (the first process to tick wins all twenty, so its launches, monitors and
-        # group transactions carry the whole second's work). So the bar is 40%.
-        assert counts["completed"] >= 0.4 * counts["boundaries"]
+        # Not vacuous: at least 90% of the window's boundaries ran to completion, under every
+        # policy. The rest did not run for a legitimate reason: a killed owner's run is taken
+        # over only after STALE_AFTER_MS, and the boundaries that fall due meanwhile are
+        # skipped, buffered or supersede it. (This share was 48-50% under supersede while a
+        # PostgreSQL claim read a stale ledger under a waited lock, see docs/postgres.md.)
+        assert counts["completed_in_window"] >= 0.9 * counts["boundaries"], counts

@@ -107,7 +107,9 @@ async def test_cutting_the_connection_mid_tick_loses_no_occurrence(
     postgres_dsn: str, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     runner = DedupRunner()
-    options = SchedulerOptions(host="cut", run_poll_interval=5)
+    # The listing tick: its claim of b waits on b's row lock, which is what this test cuts.
+    # (The indexed tick's due read skips a locked row, SKIP LOCKED, and serves it next tick.)
+    options = SchedulerOptions(host="cut", run_poll_interval=5, listing=True)
     async with guarded_store(postgres_dsn, autojump_clock) as (store, wall, guard):
         for trigger_id in ("a", "b", "c"):
             await store.register(every_minute(trigger_id))

@@ -34,8 +34,9 @@ from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import due_occurrences
+from .._store._attention import DueRow
 from .._store._models import Claim, Held, Listed, Result
-from .._store._protocol import TriggerStore
+from .._store._protocol import AttentionStore, TriggerStore
 from ._groups import one_exception
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, Runner, RunState, StartRequest
@@ -47,6 +48,13 @@ logger = logging.getLogger("trio_triggers.scheduler")
 INSPECTION_ATTEMPTS = 4
 #: How many rows of a tick are processed at once when they can only claim (see _claims_only).
 CLAIM_WIDTH = 1024
+#: The most due rows one indexed tick takes (a fuller backlog is served by the next tick, at
+#: once).
+DUE_BATCH = 1024
+#: How long the due rows a tick takes stay out of other schedulers' reads. Every write the
+#: processing makes to a row re-computes its exact instant; a row the processing writes nothing
+#: to (a claim that failed) comes back after this, to whichever scheduler reads first.
+TAKE_HOLD_MS = 5_000
 MAX_INSPECTION_PAUSE_MS = 60_000
 
 T = TypeVar("T")
@@ -122,6 +130,12 @@ class Scheduler:
         self._next_due: dict[str, int] = {}
         self._crons: dict[tuple[str, str | None], Cron] = {}
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
+        # The attention index (docs/scheduler.md, "What a tick reads"):
+        self._indexed = isinstance(store, AttentionStore) and not settings.listing
+        self._next_attention: int | None = None
+        self._next_sweep_at: int | None = None
+        self._more_due = False
+        self._registered_at: dict[str, int] = {}
 
     # ------------------------------------------------------------------ public surface
 
@@ -150,7 +164,14 @@ class Scheduler:
         return dict(self._active)
 
     def next_due_at(self) -> int | None:
-        """The earliest next occurrence among the enabled triggers of the last tick."""
+        """When the next tick has work: on an indexed store the earliest attention instant
+        (read after the last tick), else the earliest next occurrence among the enabled
+        triggers of the last tick. (The recovery sweep runs on the first tick after it is
+        due; ``poll_interval`` bounds how long that can be.)"""
+        if self._indexed:
+            if self._more_due:
+                return self._clock.now_ms()
+            return self._next_attention
         return min(self._next_due.values(), default=None)
 
     def wake(self) -> None:
@@ -209,11 +230,22 @@ class Scheduler:
         # Sleep until the earliest next occurrence (a wall-clock instant) or the poll cap,
         # re-reading the wall clock after every wake-up: a wall clock can jump.
         poll_deadline = trio.current_time() + poll_ms / 1000
+        reread = self._indexed
         while not self._wake_event.is_set():
             remaining = poll_deadline - trio.current_time()
             due = self.next_due_at()
             if due is not None:
                 until_due = (due - self._clock.now_ms()) / 1000
+                if until_due <= 0 and reread and not self._more_due:
+                    # The instant read after the tick may be stale: this process's own
+                    # launches (still in flight then) have since moved their rows. One
+                    # indexed read, once, instead of a tick that would find nothing.
+                    reread = False
+                    with contextlib.suppress(Exception):
+                        store = self._store
+                        assert isinstance(store, AttentionStore)
+                        self._next_attention = await store.next_attention()
+                    continue
                 if until_due <= 0:
                     return
                 # A floored wall clock can read 1 ms early after an exact sleep: never
@@ -326,7 +358,44 @@ class Scheduler:
                 {"host": host},
                 logging.WARNING,
             )
+        if self._indexed:
+            await self._tick_indexed(now)
+            return
         listing = await self._store.list()
+        await self._process_rows(listing, collect_next_due=True)
+
+    async def _tick_indexed(self, now: int) -> None:
+        """A tick that reads only what needs attention (docs/scheduler.md)."""
+        store = self._store
+        assert isinstance(store, AttentionStore)
+        due = await store.due(now, limit=DUE_BATCH, hold_ms=TAKE_HOLD_MS)
+        self._more_due = len(due) >= DUE_BATCH
+        rows: list[DueRow] = list(due)
+        # The recovery sweep: every row that holds something, every recovery_interval, and on
+        # every tick while this process keeps an entry nobody watches (a run it adopted or
+        # whose monitor detached: the listing tick inspected those once per tick too).
+        unwatched = any(entry.scope is None for entry in self._active.values())
+        if unwatched or self._next_sweep_at is None or now >= self._next_sweep_at:
+            self._next_sweep_at = now + self._settings.recovery_interval_ms
+            seen = {row.row.trigger_id for row in rows}
+            for held in await store.holding():
+                local = self._active.get(held.row.trigger_id)
+                if (
+                    held.row.trigger_id in seen
+                    or (local is not None and local.scope is not None)
+                    or (local is None and is_reservation(held.row.active_run_id))
+                ):
+                    # Already in this tick; or a live monitor here watches it; or a
+                    # reservation of another scheduler, whose lease expiry is in the index.
+                    continue
+                rows.append(held)
+        for row in rows:
+            if row.registered_at is not None:
+                self._registered_at[row.row.trigger_id] = row.registered_at
+        await self._process_rows([row.row for row in rows], collect_next_due=False)
+        self._next_attention = await store.next_attention()
+
+    async def _process_rows(self, listing: list[Listed], *, collect_next_due: bool) -> None:
         next_due: dict[str, int] = {}
         rows = iter(listing)
         slots = trio.CapacityLimiter(self._settings.concurrency)
@@ -339,17 +408,18 @@ class Scheduler:
             # flight together and a batching store commits them in a few transactions.
             for row in rows:
                 if self._claims_only(row):
-                    await self._process_row(row, next_due)
+                    await self._process_row(row, next_due if collect_next_due else None)
                 else:
                     async with slots:
-                        await self._process_row(row, next_due)
+                        await self._process_row(row, next_due if collect_next_due else None)
 
         width = min(max(self._settings.concurrency, CLAIM_WIDTH), len(listing))
         with one_exception():
             async with trio.open_nursery() as nursery:
                 for _ in range(width):
                     nursery.start_soon(worker)
-        self._next_due = next_due
+        if collect_next_due:
+            self._next_due = next_due
 
     def _claims_only(self, row: Listed) -> bool:
         """Whether processing ``row`` can only read and claim (no runner call is expected).
@@ -366,7 +436,7 @@ class Scheduler:
             return False
         return row.pending_at is None or not row.trigger.enabled
 
-    async def _process_row(self, row: Listed, next_due: dict[str, int]) -> None:
+    async def _process_row(self, row: Listed, next_due: dict[str, int] | None) -> None:
         trigger = row.trigger
         if row.error is not None or trigger is None:
             logger.error(
@@ -381,7 +451,7 @@ class Scheduler:
             logger.error(
                 "A trigger tick failed", exc_info=True, extra={"trigger_id": row.trigger_id}
             )
-        if trigger.enabled:
+        if trigger.enabled and next_due is not None:
             upcoming = self._next_occurrence(trigger)
             if upcoming is not None:
                 next_due[trigger.id] = upcoming
@@ -421,7 +491,7 @@ class Scheduler:
             return  # recovery only, never new work
         if running is None or trigger.overlap == "supersede":
             await self._resume_pending(trigger, held)
-        due = due_occurrences(trigger, now, self._observed.get(trigger.id))
+        due = due_occurrences(trigger, now, self._watermark_of(trigger, now))
         dispatched: int | None = None
         interrupted = False
         stale = False
@@ -438,6 +508,10 @@ class Scheduler:
                     extra={"trigger_id": trigger.id, "occurrence": o},
                 )
                 interrupted = True
+                if self._indexed:
+                    # Nothing is claimed past a failed claim: a later claim would move the
+                    # shared cursor past a boundary that is still owed (docs/scheduler.md).
+                    break
                 continue
             if not interrupted:
                 dispatched = o
@@ -455,6 +529,36 @@ class Scheduler:
             self._observe(trigger.id, due.watermark)
         elif dispatched is not None:
             self._observe(trigger.id, dispatched)
+
+    def _watermark_of(self, trigger: RegisteredTrigger, now: int) -> int | None:
+        """The watermark ``due_occurrences`` counts from (§6.1's ``observed``).
+
+        On an indexed store, where several schedulers share the rows and each sees a row only
+        when it needs attention, two rules make the answer independent of who looked last:
+
+        * the fire cursor is a floor under this scheduler's watermark: what the cursor has
+          passed was taken care of by some scheduler (the tick never claims past a failed
+          claim, so the cursor never passes an owed boundary);
+        * a trigger that has never fired was observed when it was registered
+          (``registered_at_ms``): a scheduler seeing it for the first time owes the boundaries
+          since then, as a scheduler running at the registration would have.
+        """
+        observed = self._observed.get(trigger.id)
+        if not self._indexed:
+            return observed
+        cursor = trigger.last_fired_at
+        if observed is not None:
+            return cursor if cursor is not None and cursor > observed else observed
+        if cursor is not None:
+            return None  # §6.1's first sight of a trigger that has fired
+        registered_at = self._registered_at.get(trigger.id)
+        if registered_at is None:
+            return None
+        try:
+            cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+            return cron.previous_at_or_before(registered_at)
+        except TriggerError:
+            return None
 
     # ------------------------------------------------------------------ §12.7
 

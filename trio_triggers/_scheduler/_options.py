@@ -31,6 +31,13 @@ class SchedulerOptions(msgspec.Struct, frozen=True, kw_only=True):
     cancel_timeout: Duration = 30
     fire_retention: Duration = datetime.timedelta(days=30)
     host: str = DEFAULT_HOST
+    #: How often a tick on an indexed store also sweeps every row that holds a run or a
+    #: reservation (``holding()``), so runs of a dead process are recovered
+    #: (``docs/scheduler.md``, "What a tick reads").
+    recovery_interval: Duration = 30
+    #: ``True`` forces the reference tick that lists every row (``store.list()``) even on a
+    #: store with the attention index; a store without one always gets it.
+    listing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,8 @@ class Settings:
     cancel_timeout_ms: int
     fire_retention_ms: int
     host: str
+    recovery_interval_ms: int = 30_000
+    listing: bool = False
 
 
 def validate_options(options: SchedulerOptions) -> Settings:
@@ -62,6 +71,8 @@ def validate_options(options: SchedulerOptions) -> Settings:
         cancel_timeout_ms=duration_ms("cancel_timeout", options.cancel_timeout),
         fire_retention_ms=duration_ms("fire_retention", options.fire_retention),
         host=options.host,
+        recovery_interval_ms=duration_ms("recovery_interval", options.recovery_interval),
+        listing=options.listing is True,
     )
 
 

@@ -6,6 +6,7 @@ import builtins
 from typing import Protocol, runtime_checkable
 
 from .._declarations import RegisteredTrigger, Trigger
+from ._attention import DueRow
 from ._models import (
     Claim,
     Held,
@@ -17,7 +18,7 @@ from ._models import (
     SchedulerHeartbeat,
 )
 
-__all__ = ["TriggerStore"]
+__all__ = ["AttentionStore", "TriggerStore"]
 
 
 @runtime_checkable
@@ -105,4 +106,26 @@ class TriggerStore(Protocol):
 
     async def last_heartbeat(self) -> SchedulerHeartbeat | None:
         """The most recent heartbeat, ties broken by the lowest host (§9.16)."""
+        ...
+
+
+@runtime_checkable
+class AttentionStore(Protocol):
+    """The attention-index reads a scheduler tick uses when a store has them.
+
+    Every built-in store does (``docs/store.md``, "The attention index"); a scheduler on a store
+    without them lists every row on every tick, as the contract's reference design does.
+    """
+
+    async def due(self, now: int, *, limit: int = 1024, hold_ms: int = 0) -> builtins.list[DueRow]:
+        """The rows whose attention instant is at or before ``now``, earliest first (taken
+        for ``hold_ms`` when it is positive)."""
+        ...
+
+    async def next_attention(self) -> int | None:
+        """The earliest attention instant of any row, or ``None``."""
+        ...
+
+    async def holding(self) -> builtins.list[DueRow]:
+        """Every row with a holder (a reservation or a run), ordered by id."""
         ...
