@@ -809,21 +809,36 @@ def _encoded_columns(encoded: EncodedTrigger) -> tuple[object, ...]:
 
 
 def body_register_many(
-    tx: StoreTx, encoded: Sequence[EncodedTrigger], now: int
+    tx: StoreTx,
+    encoded: Sequence[tuple[EncodedTrigger, Cron]],
+    now: int,
 ) -> builtins.list[RegisteredTrigger]:
-    """``register`` of each declaration in one transaction; an unchanged one is left alone."""
+    """``register`` of each declaration in one transaction; an unchanged one is left alone.
+
+    Each declaration comes with its parsed expression, so a registration of many distinct
+    schedules parses each once.
+    """
     answers: list[RegisteredTrigger] = []
-    parsed: set[tuple[str, str | None]] = set()
-    for one in encoded:
-        key = (one.cron, one.timezone)
-        if key not in parsed:
-            Cron.parse(one.cron, one.timezone, now=now)
-            parsed.add(key)
+    inner = tx.tx if isinstance(tx, _Attending) else tx
+    for one, cron in encoded:
+        # §9.4 step 2 (the cron must have a next occurrence from the store's now), and for a
+        # new row its attention instant: the same search.
+        upcoming = cron.next(now)
         current = tx.trigger(one.trigger_id)
-        if current is not None and tuple(current[:9]) == _encoded_columns(one):
-            answers.append(decode_trigger(current)[0])
+        if current is not None:
+            if tuple(current[:9]) != _encoded_columns(one):
+                answers.append(body_register(tx, one, now))  # refreshed with the transaction
+            else:
+                answers.append(decode_trigger(current)[0])
             continue
-        answers.append(body_register(tx, one, now))
+        # A new row: its instant is known without reading it back (never fired, nothing held,
+        # registered now), so it is written here, with the expression already parsed.
+        inner.upsert(one, now)
+        inner.set_attention(one.trigger_id, upcoming if one.enabled == 1 else None)
+        registered = _get(inner, one.trigger_id)
+        if registered is None:
+            raise TriggerError("store", "registered trigger disappeared")
+        answers.append(registered)
     return answers
 
 
@@ -1311,9 +1326,13 @@ class EngineStore:
         so a scheduler's claims are not fenced by re-applying an unchanged config. The others
         are registered as :meth:`register` would. Answers the registered rows, in order.
         """
-        encoded = [encode_trigger(trigger) for trigger in triggers]
+        encoded: list[tuple[EncodedTrigger, Cron]] = []
+        for trigger in triggers:
+            one = encode_trigger(trigger)
+            # (The declaration's own check has just parsed this expression: a cache hit.)
+            encoded.append((one, Cron.parse(one.cron, one.timezone)))
         seen: set[str] = set()
-        for one in encoded:
+        for one, _ in encoded:
             if one.trigger_id in seen:
                 raise TriggerError(
                     "invalid_trigger",
