@@ -86,6 +86,7 @@ PLANTED = {
     ),
     "cancel_runs_on_exit": (SimConfig(days=3, crashes_per_day=8), {"T23", "T22"}),
     "ignore_heartbeat_failures": (SimConfig(days=2, run_store=True), {"O18"}),
+    "attention_not_moved": (SimConfig(days=2, store="memory"), {"T35"}),
 }
 
 

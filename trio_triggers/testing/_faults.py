@@ -60,6 +60,7 @@ from .._ownership._models import (
     Updated,
 )
 from .._ownership._owner import OwnerId
+from .._store._attention import DueRow
 from .._store._models import (
     Claim,
     Held,
@@ -80,6 +81,7 @@ __all__ = [
     "FaultKind",
     "FaultyRunStore",
     "FaultyTriggerStore",
+    "IndexedFaultyTriggerStore",
     "InjectedFault",
     "StoreCall",
 ]
@@ -88,7 +90,20 @@ FaultKind = Literal["fail_before", "fail_after", "slow", "hang"]
 
 #: Trigger-store methods that never write (their failures say ``trigger store read failed``).
 TRIGGER_STORE_READS = frozenset(
-    {"get", "list", "list_enabled", "active_occurrence", "history", "inspect", "last_heartbeat"}
+    {
+        "get",
+        "list",
+        "list_enabled",
+        "active_occurrence",
+        "history",
+        "inspect",
+        "last_heartbeat",
+        # The attention-index reads (``due``'s take writes only ``attention_at_ms``, which no
+        # transition check reads; the simulator checks the index on its own, see _simulate).
+        "due",
+        "next_attention",
+        "holding",
+    }
 )
 #: Run-store methods that never write.
 RUN_STORE_READS = frozenset({"get"})
@@ -348,7 +363,7 @@ class FaultyTriggerStore(_FaultingBase):
         )
 
     def view(self, caller: str) -> FaultyTriggerStore:
-        clone = object.__new__(FaultyTriggerStore)
+        clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.caller = caller
         return clone
@@ -647,4 +662,29 @@ class FaultyRunStore(_FaultingBase):
         answer: bool = await self._call(
             "acknowledge_cancel", self.inner.acknowledge_cancel, (run_id, owner, now_ms)
         )
+        return answer
+
+
+class IndexedFaultyTriggerStore(FaultyTriggerStore):
+    """A :class:`FaultyTriggerStore` that also passes on the attention-index reads
+    (``due``, ``next_attention``, ``holding``), so a scheduler on it takes the indexed tick.
+
+    The inner store must have them (every built-in store does).
+    """
+
+    async def due(self, now: int, *, limit: int = 1024, hold_ms: int = 0) -> builtins.list[DueRow]:
+        inner: Any = self.inner
+        answer: builtins.list[DueRow] = await self._call(
+            "due", inner.due, (now,), {"limit": limit, "hold_ms": hold_ms}
+        )
+        return answer
+
+    async def next_attention(self) -> int | None:
+        inner: Any = self.inner
+        answer: int | None = await self._call("next_attention", inner.next_attention, ())
+        return answer
+
+    async def holding(self) -> builtins.list[DueRow]:
+        inner: Any = self.inner
+        answer: builtins.list[DueRow] = await self._call("holding", inner.holding, ())
         return answer

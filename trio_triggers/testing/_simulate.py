@@ -52,7 +52,14 @@ from .._store._memory import MemoryTriggerStore
 from .._store._models import HistoryQuery, Result
 from .._store._protocol import TriggerStore
 from .._store._sqlite_store import open_sqlite_trigger_store
-from ._faults import TRIGGER_STORE_READS, Fault, FaultKind, FaultyTriggerStore, StoreCall
+from ._faults import (
+    TRIGGER_STORE_READS,
+    Fault,
+    FaultKind,
+    FaultyTriggerStore,
+    IndexedFaultyTriggerStore,
+    StoreCall,
+)
 from ._invariants import (
     CATALOGUE,
     Grants,
@@ -66,7 +73,13 @@ from ._invariants import (
 )
 from ._owned import OwnedRunner
 from ._runner import RunPlan, RunState, ScriptedRunner, StartRequestLike
-from ._snapshots import MemorySnapshotter, sqlite_snapshot
+from ._snapshots import (
+    AttentionReader,
+    MemorySnapshotter,
+    memory_attention,
+    sqlite_attention,
+    sqlite_snapshot,
+)
 
 __all__ = ["SimConfig", "SimReport", "simulate", "simulate_async"]
 
@@ -81,6 +94,7 @@ PLANTED_BUGS: Final = frozenset(
         "skip_revision_fence",
         "cancel_runs_on_exit",
         "ignore_heartbeat_failures",
+        "attention_not_moved",
     }
 )
 
@@ -133,6 +147,8 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     partition_rate: float = 0.15
     planted_bugs: tuple[str, ...] = ()
     trace_tail: int = 40
+    #: ``True``: the schedulers take the reference listing tick instead of the indexed one.
+    listing: bool = False
 
     def describe(self, seed: int) -> str:
         fields = ", ".join(
@@ -301,6 +317,9 @@ class _World:
         self.faulty: FaultyTriggerStore | None = None
         self.snapshot: Callable[[str | None], StoreState] | None = None
         self.trigger_ids: list[str] = []
+        # T35: the attention index (stored vs exact instant per row) and the live takes.
+        self.attention: AttentionReader | None = None
+        self.takes: dict[str, tuple[int, int | None]] = {}
 
     # ------------------------------------------------------------------ trace and report
 
@@ -448,7 +467,7 @@ class _World:
             cs.pending_retry.discard(tid)
         elif method == "record_result":
             self.check_result(call.caller, cs, call.args[0])
-        elif method == "list":
+        elif method in ("list", "due"):
             cs.last_list_ms = now
 
     def check_result(self, caller: str, cs: _CallerState, result: Result) -> None:
@@ -478,7 +497,41 @@ class _World:
                     "T22", f"{caller} recorded superseded for {result.run_id} uncancelled"
                 )
 
+    def check_attention(self, call: StoreCall) -> None:
+        """T35: every row's stored attention instant is its exact one, or a live take's.
+
+        A ``due`` read that takes rows moves their instant to ``now + hold``; that instant
+        stands while the row's exact instant is what it was at the take. Any other difference
+        is a row the index hides or delays (or shows early).
+        """
+        if self.attention is None or self.config.listing:
+            return
+        method = call.method
+        if call.error is None and method == "due":
+            hold = int(call.kwargs.get("hold_ms", 0))
+            if hold > 0:
+                taken = [row.row.trigger_id for row in call.answer]
+                before = self.attention(None)
+                for trigger_id in taken:
+                    self.takes[trigger_id] = (int(call.args[0]) + hold, before[trigger_id][1])
+        scope = None if method in ("due", "prune_fires") else _scope_of(method, call.args)
+        if method in TRIGGER_STORE_READS and method != "due":
+            return
+        for trigger_id, (stored, exact) in self.attention(scope).items():
+            self.checks["T35"] += 1
+            if stored == exact:
+                continue
+            take = self.takes.get(trigger_id)
+            if take is not None and stored == take[0] and exact == take[1]:
+                continue
+            self.violated(
+                "T35",
+                f"after {call.caller}'s {method}: {trigger_id}'s attention instant is "
+                f"{stored}, its exact one {exact} (take {take})",
+            )
+
     async def after(self, call: StoreCall) -> None:
+        self.check_attention(call)
         method = call.method
         now = self.wall.now_ms()
         cs = self.callers.get(call.caller)
@@ -635,6 +688,10 @@ class _World:
             return
         if method == "history":
             self.event(f"{call.caller} history")
+            return
+        if method in ("due", "holding") and call.error is None:
+            ids = [row.row.trigger_id for row in call.answer]
+            self.event(f"{call.caller} {method}{call.args!r}{_kw(call.kwargs)} -> {ids}")
             return
         outcome = f"!{call.error!r}" if call.error is not None else repr(call.answer)
         self.event(f"{call.caller} {method}{call.args!r}{_kw(call.kwargs)} -> {outcome}")
@@ -897,6 +954,7 @@ class _World:
                 memory = MemoryTriggerStore(clock=self.wall)
                 self.store = memory
                 self.snapshot = MemorySnapshotter(memory)
+                self.attention = memory_attention(memory)
             else:
                 tmp = tempfile.TemporaryDirectory(prefix="tt-sim-")
                 stack.callback(tmp.cleanup)
@@ -906,12 +964,15 @@ class _World:
                 )
                 self.snapshot, close_reader = sqlite_snapshot(path)
                 stack.callback(close_reader)
+                self.attention, close_attention = sqlite_attention(path)
+                stack.callback(close_attention)
             inner: TriggerStore = self.store
             if "skip_revision_fence" in self.bugs:
                 inner = _FenceSkippingStore(inner)
-            faulty = FaultyTriggerStore(
-                inner, decide=self.decide, observer=self, serialize=True, record=False
-            )
+            if "attention_not_moved" in self.bugs and isinstance(self.store, MemoryTriggerStore):
+                inner = _StaleIndexStore(self.store)
+            wrapper = FaultyTriggerStore if config.listing else IndexedFaultyTriggerStore
+            faulty = wrapper(inner, decide=self.decide, observer=self, serialize=True, record=False)
             self.faulty = faulty
             admin = faulty.view("admin")
             triggers = self.make_triggers()
@@ -1112,6 +1173,25 @@ def _canonical(state: StoreState) -> tuple[Any, ...]:
         sorted(state.triggers.items()),
         sorted(state.ledger.items()),
     )
+
+
+class _StaleIndexStore:
+    """Planted bug: ``record_result`` leaves the row's attention instant where it was (an
+    index entry one write does not move). Memory store only."""
+
+    def __init__(self, inner: MemoryTriggerStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def record_result(self, result: Result) -> None:
+        row = self._inner._raw_tables().triggers.get(result.trigger_id)
+        before = None if row is None else row.get("attention_at_ms")
+        await self._inner.record_result(result)
+        if row is not None:
+            row["attention_at_ms"] = before
+            self._inner._raw_tables().index(result.trigger_id, before)
 
 
 class _FenceSkippingStore:

@@ -18,10 +18,13 @@ from .._store._protocol import TriggerStore
 from ._invariants import LedgerRow, StoreState, TriggerRow
 
 __all__ = [
+    "AttentionReader",
     "Snapshotter",
+    "memory_attention",
     "memory_snapshot",
     "public_snapshot",
     "snapshotter_for",
+    "sqlite_attention",
     "sqlite_snapshot",
 ]
 
@@ -224,3 +227,65 @@ def snapshotter_for(store: TriggerStore, sqlite_path: str | None = None) -> Snap
         return await public_snapshot(store)
 
     return public
+
+
+# --- the attention index ---------------------------------------------------------------------
+
+AttentionReader = Callable[[str | None], dict[str, tuple[int | None, int | None]]]
+"""``reader(trigger_id or None)``: per row, ``(stored attention_at_ms, exact instant)``."""
+
+
+def _exact(row: dict[str, Any]) -> int | None:
+    from .._store._attention import UNKNOWN, AttentionInputs, attention_at
+
+    cron, overlap = row.get("cron"), row.get("overlap")
+    if not isinstance(cron, str) or not isinstance(overlap, str):
+        return UNKNOWN + 1
+    timezone = row.get("timezone")
+    return attention_at(
+        AttentionInputs(
+            cron=cron,
+            timezone=timezone if isinstance(timezone, str) else None,
+            enabled=row.get("enabled") == 1,
+            overlap=overlap,
+            last_fired_at=_int(row.get("last_fired_at_ms")),
+            pending_at=_int(row.get("pending_at_ms")),
+            active=_str(row.get("active_run_id")),
+            claimed_at=_int(row.get("active_claimed_at_ms")),
+            registered_at=_int(row.get("registered_at_ms")),
+        )
+    )
+
+
+def memory_attention(store: MemoryTriggerStore) -> AttentionReader:
+    """The memory store's stored and exact attention instants, read from its rows."""
+
+    def read(trigger_id: str | None) -> dict[str, tuple[int | None, int | None]]:
+        rows = store._raw_tables().triggers
+        ids = list(rows) if trigger_id is None else [t for t in (trigger_id,) if t in rows]
+        return {t: (_int(rows[t].get("attention_at_ms")), _exact(rows[t])) for t in ids}
+
+    return read
+
+
+def sqlite_attention(path: str) -> tuple[AttentionReader, Callable[[], None]]:
+    """The same over an SQLite file (its own read-only connection), and its closer."""
+    from .._store._engine import ATTENTION_COLUMNS
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    columns = ", ".join(ATTENTION_COLUMNS)
+
+    def read(trigger_id: str | None) -> dict[str, tuple[int | None, int | None]]:
+        sql = f"SELECT {columns} FROM tt_triggers"
+        rows = (
+            conn.execute(sql).fetchall()
+            if trigger_id is None
+            else conn.execute(sql + " WHERE trigger_id = ?", (trigger_id,)).fetchall()
+        )
+        found: dict[str, tuple[int | None, int | None]] = {}
+        for raw in rows:
+            row = dict(zip(ATTENTION_COLUMNS, raw, strict=True))
+            found[str(row["trigger_id"])] = (_int(row["attention_at_ms"]), _exact(row))
+        return found
+
+    return read, conn.close
