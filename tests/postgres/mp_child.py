@@ -24,7 +24,7 @@ from trio_triggers._sqlite import SqliteDatabase
 from trio_triggers._store import SqliteTriggerStore, TriggerStore
 from trio_triggers.postgres import is_postgres_dsn, open_postgres_stores
 
-FLOW_SECONDS = 0.2
+FLOW_SECONDS = 0.1
 
 
 async def flow(value: Any, run: RunContext) -> dict[str, Any]:
