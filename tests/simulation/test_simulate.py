@@ -87,6 +87,12 @@ PLANTED = {
     "cancel_runs_on_exit": (SimConfig(days=3, crashes_per_day=8), {"T23", "T22"}),
     "ignore_heartbeat_failures": (SimConfig(days=2, run_store=True), {"O18"}),
     "attention_not_moved": (SimConfig(days=2, store="memory"), {"T35"}),
+    # Two schedulers claiming the same boundaries: the listing tick (every scheduler claims
+    # every due row; the indexed tick's takes keep them apart).
+    "stale_ledger_under_lock": (
+        SimConfig(days=2, store="memory", schedulers=3, listing=True),
+        {"T36"},
+    ),
 }
 
 

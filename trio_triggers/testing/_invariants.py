@@ -88,6 +88,7 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("T33", "elsewhere", "Due-occurrence bounds (property tests)"),
     _info("T34", "call", "One exception at a time"),
     _info("T35", "step", "The attention index holds each row's exact instant (or a live take)"),
+    _info("T36", "step", "A reservation's own ledger row stays unfinished while it holds"),
     _info("O1", "step", "Each run has at most one owner"),
     _info("O2", "step", "running exactly when owned and stamped; claims all-or-nothing"),
     _info("O3", "step", "Only create produces pending; terminal rows never change status"),

@@ -95,6 +95,7 @@ PLANTED_BUGS: Final = frozenset(
         "cancel_runs_on_exit",
         "ignore_heartbeat_failures",
         "attention_not_moved",
+        "stale_ledger_under_lock",
     }
 )
 
@@ -530,6 +531,27 @@ class _World:
                 f"{stored}, its exact one {exact} (take {take})",
             )
 
+    def check_reservations(self, call: StoreCall, post: StoreState) -> None:
+        """T36: while a reservation holds a trigger, its occurrence's ledger row is unfinished.
+
+        A claim that decided on a stale ledger (the PostgreSQL bug of a joined read under a
+        waited lock: ``docs/postgres.md``) records the occurrence ``skipped`` under the live
+        reservation of the claimer it raced, which then can never launch under it.
+        """
+        for trigger_id, row in post.triggers.items():
+            occurrence = reservation_occurrence(row.active_run_id)
+            if occurrence is None:
+                continue
+            self.checks["T36"] += 1
+            fire = post.ledger.get((trigger_id, occurrence))
+            if not unfinished(fire):
+                outcome = None if fire is None else fire.outcome
+                self.violated(
+                    "T36",
+                    f"after {call.caller}'s {call.method}: {trigger_id} is held by the "
+                    f"reservation of {occurrence}, whose ledger row is {outcome}",
+                )
+
     async def after(self, call: StoreCall) -> None:
         self.check_attention(call)
         method = call.method
@@ -541,6 +563,7 @@ class _World:
             pre = self.part(scope)
             self.prev_part = pre
             post = self.snapshot(scope)
+            self.check_reservations(call, post)
             found = check_transition(
                 method=method,
                 args=call.args,
@@ -971,6 +994,10 @@ class _World:
                 inner = _FenceSkippingStore(inner)
             if "attention_not_moved" in self.bugs and isinstance(self.store, MemoryTriggerStore):
                 inner = _StaleIndexStore(self.store)
+            if "stale_ledger_under_lock" in self.bugs and isinstance(
+                self.store, MemoryTriggerStore
+            ):
+                inner = _StaleLedgerStore(self.store)
             wrapper = FaultyTriggerStore if config.listing else IndexedFaultyTriggerStore
             faulty = wrapper(inner, decide=self.decide, observer=self, serialize=True, record=False)
             self.faulty = faulty
@@ -1173,6 +1200,57 @@ def _canonical(state: StoreState) -> tuple[Any, ...]:
         sorted(state.triggers.items()),
         sorted(state.ledger.items()),
     )
+
+
+class _StaleLedgerStore:
+    """Planted bug: a claim reads the trigger row as it is but the ledger as it was before
+    a concurrent claim of the same occurrence (what one PostgreSQL statement joining the ledger
+    under a waited row lock did, READ COMMITTED). Emulated on the memory store: a claim of an
+    occurrence whose own reservation holds the trigger runs with that ledger row hidden, then
+    the row is put back carrying what the claim wrote to it."""
+
+    def __init__(self, inner: MemoryTriggerStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Any:
+        tables = self._inner._raw_tables()
+        row = tables.triggers.get(trigger_id)
+        fires = tables.fires.get(trigger_id, {})
+        hidden = None
+        if (
+            row is not None
+            and reservation_occurrence(_text_or_none(row.get("active_run_id"))) == occurrence
+            and occurrence in fires
+            and fires[occurrence]["outcome"] is None
+        ):
+            hidden = fires.pop(occurrence)
+        try:
+            return await self._inner.claim_fire(
+                trigger_id,
+                occurrence,
+                expected_revision=expected_revision,
+                resume_buffered=resume_buffered,
+            )
+        finally:
+            if hidden is not None:
+                written = fires.get(occurrence)
+                if written is not None:
+                    hidden.update({k: v for k, v in written.items() if k == "outcome"})
+                fires[occurrence] = hidden
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class _StaleIndexStore:
