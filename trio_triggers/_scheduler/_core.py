@@ -50,7 +50,7 @@ INSPECTION_ATTEMPTS = 4
 CLAIM_WIDTH = 1024
 #: The most due rows one indexed tick takes (a fuller backlog is served by the next tick, at
 #: once).
-DUE_BATCH = 1024
+DUE_BATCH = 256
 #: How long the due rows a tick takes stay out of other schedulers' reads. Every write the
 #: processing makes to a row re-computes its exact instant; a row the processing writes nothing
 #: to (a claim that failed) comes back after this, to whichever scheduler reads first.
