@@ -18,42 +18,20 @@ the total keeps up with N.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.parse
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
-
-@contextlib.contextmanager
-def fresh_schema(dsn: str) -> Iterator[str]:
-    import psycopg
-
-    schema = f"tt_scaleout_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"'.encode())
-    try:
-        yield schema
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
-
-
-def with_search_path(dsn: str, schema: str) -> str:
-    parts = urllib.parse.urlsplit(dsn)
-    query = urllib.parse.parse_qsl(parts.query)
-    query.append(("options", f"-csearch_path={schema}"))
-    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+from _fanout_postgres import fresh_schema, with_search_path  # noqa: E402  (bench/ on the path)
 
 
 def _occurrence_of(idempotency_key: str) -> int:

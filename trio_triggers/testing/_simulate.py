@@ -1202,18 +1202,24 @@ def _canonical(state: StoreState) -> tuple[Any, ...]:
     )
 
 
-class _StaleLedgerStore:
+class _WrappedStore:
+    """A store wrapper for a planted bug: everything not overridden goes to ``_inner``."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _StaleLedgerStore(_WrappedStore):
     """Planted bug: a claim reads the trigger row as it is but the ledger as it was before
     a concurrent claim of the same occurrence (what one PostgreSQL statement joining the ledger
     under a waited row lock did, READ COMMITTED). Emulated on the memory store: a claim of an
     occurrence whose own reservation holds the trigger runs with that ledger row hidden, then
     the row is put back carrying what the claim wrote to it."""
 
-    def __init__(self, inner: MemoryTriggerStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    _inner: MemoryTriggerStore
 
     async def claim_fire(
         self,
@@ -1253,15 +1259,11 @@ def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class _StaleIndexStore:
+class _StaleIndexStore(_WrappedStore):
     """Planted bug: ``record_result`` leaves the row's attention instant where it was (an
     index entry one write does not move). Memory store only."""
 
-    def __init__(self, inner: MemoryTriggerStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    _inner: MemoryTriggerStore
 
     async def record_result(self, result: Result) -> None:
         row = self._inner._raw_tables().triggers.get(result.trigger_id)
@@ -1272,14 +1274,10 @@ class _StaleIndexStore:
             self._inner._raw_tables().index(result.trigger_id, before)
 
 
-class _FenceSkippingStore:
+class _FenceSkippingStore(_WrappedStore):
     """Planted bug: claims ignore ``expected_revision`` (the revision fence is skipped)."""
 
-    def __init__(self, inner: TriggerStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    _inner: TriggerStore
 
     async def claim_fire(
         self,
