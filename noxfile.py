@@ -27,6 +27,7 @@ def lint(session: nox.Session) -> None:
     session.install("--group", "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session

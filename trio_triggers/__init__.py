@@ -2,159 +2,194 @@
 
 The public API is what this module exports (``__all__``) plus the documented submodules
 ``trio_triggers.testing``, ``trio_triggers.postgres`` and ``trio_triggers.cli``.
+
+The imports below are grouped by layer, lowest first, as docs/architecture.md draws them; each
+name is re-exported explicitly (``from x import y as y``), which is how type checkers tell a
+public re-export from an implementation detail.
 """
 
 from __future__ import annotations
 
-# --- foundation: errors, clocks, the blocking seam ---------------------------------------
-from ._clock import EpochMs, SystemWallClock, TrioWallClock, WallClock
-from ._errors import LeaseLost, RunStoreError, TriggerError
-from ._executor import Executor, InlineExecutor, ThreadExecutor
-
-# isort: split
-# --- declarations, identities, cron, policies (issue 2) ----------------------------------
+# --- Foundation: clocks, errors, the blocking seam, the contract's constants
+# Every layer below may use these; they import nothing of ours but each other.
+from ._clock import (
+    EpochMs as EpochMs,
+    SystemWallClock as SystemWallClock,
+    TrioWallClock as TrioWallClock,
+    WallClock as WallClock,
+)
 from ._constants import (
-    CANCEL_KEY_PREFIX,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_HOST,
-    DEFAULT_PAGE_SIZE,
-    DURATION_BOUNDARIES_MS,
-    MAX_OCCURRENCES,
-    MAX_PAGE_SIZE,
-    MAX_SAFE_INTEGER,
-    NEXT_OCCURRENCE_COUNT,
-    PRUNE_INTERVAL_MS,
-    RESERVATION_LEASE_MS,
-    RESERVATION_PREFIX,
+    CANCEL_KEY_PREFIX as CANCEL_KEY_PREFIX,
+    DEFAULT_CONCURRENCY as DEFAULT_CONCURRENCY,
+    DEFAULT_HOST as DEFAULT_HOST,
+    DEFAULT_PAGE_SIZE as DEFAULT_PAGE_SIZE,
+    DURATION_BOUNDARIES_MS as DURATION_BOUNDARIES_MS,
+    MAX_OCCURRENCES as MAX_OCCURRENCES,
+    MAX_PAGE_SIZE as MAX_PAGE_SIZE,
+    MAX_SAFE_INTEGER as MAX_SAFE_INTEGER,
+    NEXT_OCCURRENCE_COUNT as NEXT_OCCURRENCE_COUNT,
+    PRUNE_INTERVAL_MS as PRUNE_INTERVAL_MS,
+    RESERVATION_LEASE_MS as RESERVATION_LEASE_MS,
+    RESERVATION_PREFIX as RESERVATION_PREFIX,
 )
-from ._cron import Cron, host_timezone
-from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
+from ._errors import (
+    LeaseLost as LeaseLost,
+    RunStoreError as RunStoreError,
+    TriggerError as TriggerError,
+)
+from ._executor import (
+    Executor as Executor,
+    InlineExecutor as InlineExecutor,
+    ThreadExecutor as ThreadExecutor,
+)
+
+# isort: split
+# --- Schedules: cron, declarations, identities, JSON, the pure catch-up and overlap policies
+# Pure functions of a declaration and a time: no I/O, no clock of their own.
+from ._cron import (
+    Cron as Cron,
+    host_timezone as host_timezone,
+)
+from ._declarations import (
+    CatchUp as CatchUp,
+    Overlap as Overlap,
+    RegisteredTrigger as RegisteredTrigger,
+    Schedule as Schedule,
+    Trigger as Trigger,
+)
 from ._identities import (
-    idempotency_key,
-    is_reservation,
-    iso,
-    reservation_id,
-    reservation_occurrence,
+    idempotency_key as idempotency_key,
+    is_reservation as is_reservation,
+    iso as iso,
+    reservation_id as reservation_id,
+    reservation_occurrence as reservation_occurrence,
 )
-from ._json import JsonValue
+from ._json import (
+    JsonValue as JsonValue,
+)
 from ._policies import (
-    DueOccurrences,
-    OverlapDecision,
-    catch_up_occurrences,
-    due_occurrences,
-    next_occurrences,
-    overlap_decision,
-    pending_after,
+    DueOccurrences as DueOccurrences,
+    OverlapDecision as OverlapDecision,
+    catch_up_occurrences as catch_up_occurrences,
+    due_occurrences as due_occurrences,
+    next_occurrences as next_occurrences,
+    overlap_decision as overlap_decision,
+    pending_after as pending_after,
 )
 
 # isort: split
-# --- trigger store (issue 3) -------------------------------------------------------------
+# --- Trigger store: the claim protocol over memory and SQLite (PostgreSQL: .postgres)
 from ._store import (
-    Claim,
-    ClaimAction,
-    Fire,
-    FireRecord,
-    Held,
-    HistoryPage,
-    HistoryQuery,
-    Listed,
-    MemoryTriggerStore,
-    Outcome,
-    PendingClaim,
-    Result,
-    SchedulerHeartbeat,
-    SqliteTriggerStore,
-    TriggerStore,
-    listed,
-    open_sqlite_trigger_store,
+    Claim as Claim,
+    ClaimAction as ClaimAction,
+    Fire as Fire,
+    FireRecord as FireRecord,
+    Held as Held,
+    HistoryPage as HistoryPage,
+    HistoryQuery as HistoryQuery,
+    Listed as Listed,
+    MemoryTriggerStore as MemoryTriggerStore,
+    Outcome as Outcome,
+    PendingClaim as PendingClaim,
+    Result as Result,
+    SchedulerHeartbeat as SchedulerHeartbeat,
+    SqliteTriggerStore as SqliteTriggerStore,
+    TriggerStore as TriggerStore,
+    listed as listed,
+    open_sqlite_trigger_store as open_sqlite_trigger_store,
 )
 
 # isort: split
-# --- runners and scheduler (issue 4) -----------------------------------------------------
-from ._scheduler import (
-    PARKED_ATTEMPTS,
-    Accepted,
-    AlreadyApplied,
-    CancelRequest,
-    Conflict,
-    ControlPlane,
-    ControlRunner,
-    NoopRunner,
-    Parked,
-    Plan,
-    PlanRun,
-    Receipt,
-    RunInfo,
-    Runner,
-    RunState,
-    Scheduler,
-    SchedulerOptions,
-    StartRequest,
-    TriggerSummary,
-    fires,
-    notify_registered,
-    open_scheduler,
-    summaries,
-)
-from ._scheduler import Terminal as TerminalReceipt
-
-# isort: split
-# --- ownership (issue 5) -----------------------------------------------------------------
+# --- Run ownership: owner identity, liveness, the fenced run store, the heartbeat lease
+# A sibling of the trigger store: neither imports the other.
 from ._ownership import (
-    HEARTBEAT_INTERVAL_MS,
-    HEARTBEAT_SKEW_ALLOWANCE_MS,
-    HEARTBEAT_STALE_AFTER_MS,
-    HEARTBEAT_WRITE_TOLERANCE_MS,
-    Abandoned,
-    Activated,
-    AlreadyClaimed,
-    AlreadyRequested,
-    CancelAcknowledgement,
-    CancelRequested,
-    ClaimChanged,
-    Claimed,
-    ClaimFresh,
-    ClaimLost,
-    Created,
-    EvidenceKind,
-    EvidenceRequired,
-    Existing,
-    FenceLost,
-    GuardFailed,
-    HeartbeatFresh,
-    Lease,
-    LivenessCheck,
-    LivenessContext,
-    LivenessEvidence,
-    LivenessProbe,
-    LivenessUnconfirmed,
-    MemoryRunStore,
-    NotFound,
-    OwnerId,
-    Recovered,
-    RunRow,
-    RunSnapshot,
-    RunStatus,
-    RunStore,
-    SnapshotChanged,
-    SqliteRunStore,
-    Terminal,
-    Transitioned,
-    TransitionGuard,
-    Updated,
-    heartbeat_loop,
-    hold_lease,
-    lease_liveness,
-    matches_evidence,
-    open_sqlite_run_store,
-    probe_from_check,
-    same_host_incarnation,
-    same_host_pid_probe,
+    HEARTBEAT_INTERVAL_MS as HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_SKEW_ALLOWANCE_MS as HEARTBEAT_SKEW_ALLOWANCE_MS,
+    HEARTBEAT_STALE_AFTER_MS as HEARTBEAT_STALE_AFTER_MS,
+    HEARTBEAT_WRITE_TOLERANCE_MS as HEARTBEAT_WRITE_TOLERANCE_MS,
+    Abandoned as Abandoned,
+    Activated as Activated,
+    AlreadyClaimed as AlreadyClaimed,
+    AlreadyRequested as AlreadyRequested,
+    CancelAcknowledgement as CancelAcknowledgement,
+    CancelRequested as CancelRequested,
+    ClaimChanged as ClaimChanged,
+    Claimed as Claimed,
+    ClaimFresh as ClaimFresh,
+    ClaimLost as ClaimLost,
+    Created as Created,
+    EvidenceKind as EvidenceKind,
+    EvidenceRequired as EvidenceRequired,
+    Existing as Existing,
+    FenceLost as FenceLost,
+    GuardFailed as GuardFailed,
+    HeartbeatFresh as HeartbeatFresh,
+    Lease as Lease,
+    LivenessCheck as LivenessCheck,
+    LivenessContext as LivenessContext,
+    LivenessEvidence as LivenessEvidence,
+    LivenessProbe as LivenessProbe,
+    LivenessUnconfirmed as LivenessUnconfirmed,
+    MemoryRunStore as MemoryRunStore,
+    NotFound as NotFound,
+    OwnerId as OwnerId,
+    Recovered as Recovered,
+    RunRow as RunRow,
+    RunSnapshot as RunSnapshot,
+    RunStatus as RunStatus,
+    RunStore as RunStore,
+    SnapshotChanged as SnapshotChanged,
+    SqliteRunStore as SqliteRunStore,
+    Terminal as Terminal,
+    Transitioned as Transitioned,
+    TransitionGuard as TransitionGuard,
+    Updated as Updated,
+    heartbeat_loop as heartbeat_loop,
+    hold_lease as hold_lease,
+    lease_liveness as lease_liveness,
+    matches_evidence as matches_evidence,
+    open_sqlite_run_store as open_sqlite_run_store,
+    probe_from_check as probe_from_check,
+    same_host_incarnation as same_host_incarnation,
+    same_host_pid_probe as same_host_pid_probe,
 )
 
 # isort: split
-# --- local runner (issue 6) --------------------------------------------------------------
-from ._local_runner import LocalRunner, RunContext, open_local_runner
+# --- Scheduler and runners: ticks, claims, launches and monitors over a Runner port
+from ._scheduler import (
+    PARKED_ATTEMPTS as PARKED_ATTEMPTS,
+    Accepted as Accepted,
+    AlreadyApplied as AlreadyApplied,
+    CancelRequest as CancelRequest,
+    Conflict as Conflict,
+    ControlPlane as ControlPlane,
+    ControlRunner as ControlRunner,
+    NoopRunner as NoopRunner,
+    Parked as Parked,
+    Plan as Plan,
+    PlanRun as PlanRun,
+    Receipt as Receipt,
+    RunInfo as RunInfo,
+    Runner as Runner,
+    RunState as RunState,
+    Scheduler as Scheduler,
+    SchedulerOptions as SchedulerOptions,
+    StartRequest as StartRequest,
+    TerminalReceipt as TerminalReceipt,
+    TriggerSummary as TriggerSummary,
+    fires as fires,
+    notify_registered as notify_registered,
+    open_scheduler as open_scheduler,
+    summaries as summaries,
+)
+
+# isort: split
+# --- The embedded runner: flows in this process, runs in the run store
+from ._local_runner import (
+    LocalRunner as LocalRunner,
+    RunContext as RunContext,
+    open_local_runner as open_local_runner,
+)
 
 __version__ = "0.1.0"
 

@@ -9,8 +9,7 @@ clock, and the zone-aware search built on it, for random expressions and instant
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers._cron import Cron, _compile
 

@@ -22,8 +22,7 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from trio_triggers import Cron
 

@@ -6,8 +6,7 @@ import datetime
 import decimal
 import math
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers import MAX_SAFE_INTEGER, Cron, Schedule, Trigger, TriggerError
 from trio_triggers._durations import duration_ms

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers import RunStoreError
 from trio_triggers._ownership import (

@@ -15,8 +15,7 @@ from typing import Any
 
 import trio
 import trio.testing
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers import LeaseLost, RunStoreError, TrioWallClock
 from trio_triggers._ownership import (

@@ -24,7 +24,7 @@ from trio_triggers._scheduler import (
     RunInfo,
     Runner,
     StartRequest,
-    Terminal,
+    TerminalReceipt,
 )
 
 REQUEST = StartRequest("flow", {"a": 1}, "hourly:1970-01-01T01:00:00.000Z")
@@ -148,7 +148,7 @@ async def test_always_parked_gives_up_after_eight_attempts(
     [
         (Accepted("run-1"), "run-1"),
         (AlreadyApplied("run-2"), "run-2"),
-        (Terminal("run-3"), "run-3"),
+        (TerminalReceipt("run-3"), "run-3"),
     ],
 )
 async def test_receipts_answer_run_ids(receipt: object, run_id: str) -> None:
@@ -193,7 +193,7 @@ async def test_cancel_sends_keyed_request_and_maps_receipts() -> None:
     control = FakeControl()
     await ControlRunner(control).cancel("run-1")
     assert control.calls == [("cancel", CancelRequest("run-1", "trigger-cancel:run-1"))]
-    for ok in (AlreadyApplied(), Terminal("run-1")):
+    for ok in (AlreadyApplied(), TerminalReceipt("run-1")):
         await ControlRunner(FakeControl(cancel_receipt=ok)).cancel("run-1")
     for receipt, message in [
         (Conflict("busy"), "Control refused scheduled cancellation: busy"),

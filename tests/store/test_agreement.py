@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers import TriggerError
 from trio_triggers._store import HistoryQuery, Result

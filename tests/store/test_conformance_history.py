@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers._store import Fire, FireRecord, Held, HistoryPage, HistoryQuery
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from trio_triggers import TriggerError
 from trio_triggers._identities import reservation_occurrence

@@ -24,7 +24,7 @@ from ._control import (
     PlanRun,
     Receipt,
     RunInfo,
-    Terminal,
+    TerminalReceipt,
 )
 from ._core import Entry, Scheduler, end_result, open_scheduler
 from ._options import SchedulerOptions
@@ -51,7 +51,7 @@ __all__ = [
     "Scheduler",
     "SchedulerOptions",
     "StartRequest",
-    "Terminal",
+    "TerminalReceipt",
     "TriggerSummary",
     "end_result",
     "fires",

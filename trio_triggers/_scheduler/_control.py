@@ -34,7 +34,7 @@ __all__ = [
     "PlanRun",
     "Receipt",
     "RunInfo",
-    "Terminal",
+    "TerminalReceipt",
 ]
 
 PARKED_ATTEMPTS = 8
@@ -74,26 +74,39 @@ class RunInfo(msgspec.Struct, frozen=True):
 
 
 class Accepted(msgspec.Struct, frozen=True):
+    """A receipt: the control plane accepted the plan; ``run_id`` names the run it started."""
+
     run_id: str | None = None
 
 
 class AlreadyApplied(msgspec.Struct, frozen=True):
+    """A receipt: the plan's idempotency key was applied before; ``run_id`` is that run."""
+
     run_id: str | None = None
 
 
-class Terminal(msgspec.Struct, frozen=True):
+class TerminalReceipt(msgspec.Struct, frozen=True):
+    """A receipt: the plan's run already reached a terminal state; ``run_id`` names it.
+
+    The contract calls this receipt ``Terminal``; the name belongs to the run-ownership outcome
+    :class:`trio_triggers.Terminal` in this package, so the receipt is ``TerminalReceipt`` at its
+    source and everywhere else.
+    """
+
     run_id: str
 
 
 class Conflict(msgspec.Struct, frozen=True):
+    """A receipt: the control plane refused the plan; ``message`` says why (code ``runner``)."""
+
     message: str
 
 
 class Parked(msgspec.Struct, frozen=True):
-    pass
+    """A receipt: the plan awaits approval; the adapter offers it again after a backoff."""
 
 
-Receipt = Accepted | AlreadyApplied | Terminal | Conflict | Parked
+Receipt = Accepted | AlreadyApplied | TerminalReceipt | Conflict | Parked
 
 
 @runtime_checkable
@@ -144,7 +157,7 @@ class ControlRunner:
                     name = type(receipt).__name__
                     raise TriggerError("runner", f"Control {name} receipt did not include a run id")
                 return receipt.run_id
-            if isinstance(receipt, Terminal):
+            if isinstance(receipt, TerminalReceipt):
                 return receipt.run_id
             if isinstance(receipt, Conflict):
                 raise TriggerError(
@@ -185,7 +198,7 @@ class ControlRunner:
             raise
         except Exception as exc:
             raise TriggerError("runner", f"Control could not cancel run {run_id}") from exc
-        if isinstance(receipt, Accepted | AlreadyApplied | Terminal):
+        if isinstance(receipt, Accepted | AlreadyApplied | TerminalReceipt):
             return
         if isinstance(receipt, Conflict):
             raise TriggerError(

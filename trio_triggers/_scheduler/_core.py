@@ -25,8 +25,7 @@ from typing import Any, NoReturn, TypeVar
 
 import trio
 
-from .. import _instrument as instrument
-from .. import _wake
+from .. import _instrument as instrument, _wake
 from .._clock import SystemWallClock, WallClock
 from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron

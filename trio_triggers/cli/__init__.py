@@ -35,6 +35,7 @@ def _add_db_args(parser: argparse.ArgumentParser, *, config_required: bool = Fal
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``trio-triggers`` argument parser, with every subcommand (for ``--help`` and tests)."""
     parser = argparse.ArgumentParser(
         prog="trio-triggers",
         description="Durable cron triggers for Trio: serve a config, inspect and edit triggers.",

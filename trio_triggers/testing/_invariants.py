@@ -43,6 +43,9 @@ Mode = Literal["step", "call", "final", "elsewhere"]
 
 
 class InvariantInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One invariant the checker knows: its ``id`` (``T1``...), a one-line ``title``, and the
+    ``mode`` in which it is checked (after every transition, or once at the end)."""
+
     id: str
     title: str
     mode: Mode
