@@ -218,57 +218,70 @@ def lease_expired(active: str | None, active_claimed_at: int | None, now: int) -
     return active_claimed_at is None or active_claimed_at <= now - RESERVATION_LEASE_MS
 
 
-def decide(s: ClaimSnapshot) -> ClaimDecision:
+def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
     """The claim decision of §10.2: refuse, gate, reclaim, decide, and the writes to apply.
 
     Raises ``revision_mismatch`` / ``trigger_disabled`` (step 0); never writes by itself.
     """
     refuse_claim(
-        s.trigger_id, revision=s.revision, enabled=s.enabled, expected_revision=s.expected_revision
+        snapshot.trigger_id,
+        revision=snapshot.revision,
+        enabled=snapshot.enabled,
+        expected_revision=snapshot.expected_revision,
     )
-    occurrence = s.occurrence
-    active = s.active
+    occurrence = snapshot.occurrence
+    active = snapshot.active
     # 1. an expired reservation
-    expired = active if lease_expired(active, s.active_claimed_at, s.claimed_at) else None
+    expired = (
+        active if lease_expired(active, snapshot.active_claimed_at, snapshot.claimed_at) else None
+    )
     # 2. the existing-row gate
-    existing = s.existing_fire
+    existing = snapshot.existing_fire
     if existing is not None:
-        resumable_buffer = s.resume_buffered and existing.outcome == "buffered"
+        resumable_buffer = snapshot.resume_buffered and existing.outcome == "buffered"
         resumable_reservation = existing.outcome is None and (
             active is None
             or (expired is not None and reservation_occurrence(expired) == occurrence)
         )
         resumable_supersede = (
-            s.resume_buffered
+            snapshot.resume_buffered
             and existing.outcome is None
-            and s.overlap == "supersede"
+            and snapshot.overlap == "supersede"
             and active is not None
             and existing.run_id == active
         )
         if not (resumable_buffer or resumable_reservation or resumable_supersede):
             return ClaimDecision(claim=_NOT_CLAIMED, writes=())
     writes: list[TriggerWrite] = []
-    pending = s.pending
+    pending = snapshot.pending
     # 3. reclaim an expired reservation
     holder: str | None
     if expired is not None:
         holder = None
-        eo = reservation_occurrence(expired)
-        ef = s.active_fire
-        if eo is not None and ef is not None and is_unfinished(ef.outcome):
-            if s.overlap == "supersede":
-                if ef.run_id is not None and not is_reservation(ef.run_id):
-                    holder = ef.run_id
-                if eo != occurrence:
-                    writes.append(SetOutcome(occurrence=eo, outcome="superseded", while_open=False))
-            elif eo != occurrence:
-                pending = pending_after(pending, eo)
+        expired_occurrence = reservation_occurrence(expired)
+        expired_fire = snapshot.active_fire
+        if (
+            expired_occurrence is not None
+            and expired_fire is not None
+            and is_unfinished(expired_fire.outcome)
+        ):
+            if snapshot.overlap == "supersede":
+                if expired_fire.run_id is not None and not is_reservation(expired_fire.run_id):
+                    holder = expired_fire.run_id
+                if expired_occurrence != occurrence:
+                    writes.append(
+                        SetOutcome(
+                            occurrence=expired_occurrence, outcome="superseded", while_open=False
+                        )
+                    )
+            elif expired_occurrence != occurrence:
+                pending = pending_after(pending, expired_occurrence)
         writes.append(ReleaseReservation(expected=expired, holder=holder, pending=pending))
     else:
         holder = active
     # 4. the overlap decision
     action = overlap_decision(
-        s.overlap, running=holder is not None, pending=pending, due=occurrence
+        snapshot.overlap, running=holder is not None, pending=pending, due=occurrence
     )
     # 5. skip / buffer
     if action == "skip" or action == "buffer":
@@ -286,20 +299,26 @@ def decide(s: ClaimSnapshot) -> ClaimDecision:
     # 6. fire / supersede
     displaced = holder
     if action == "supersede" and is_reservation(holder):
-        ao = reservation_occurrence(holder)
-        if ao is not None:
-            af = s.active_fire
-            if af is not None and af.run_id is not None and not is_reservation(af.run_id):
-                displaced = af.run_id
-            writes.append(SetOutcome(occurrence=ao, outcome="superseded", while_open=True))
+        held_occurrence = reservation_occurrence(holder)
+        if held_occurrence is not None:
+            held_fire = snapshot.active_fire
+            if (
+                held_fire is not None
+                and held_fire.run_id is not None
+                and not is_reservation(held_fire.run_id)
+            ):
+                displaced = held_fire.run_id
+            writes.append(
+                SetOutcome(occurrence=held_occurrence, outcome="superseded", while_open=True)
+            )
     if displaced is not None and not is_reservation(displaced):
         writes.append(SetRunId(occurrence=occurrence, run_id=displaced))
-    writes.append(Reserve(reservation_id=s.reservation_id, claimed_at=s.claimed_at))
+    writes.append(Reserve(reservation_id=snapshot.reservation_id, claimed_at=snapshot.claimed_at))
     return ClaimDecision(
         claim=Claim(
             claimed=True,
             action=action,
-            reservation_id=s.reservation_id,
+            reservation_id=snapshot.reservation_id,
             active_run_id=displaced,
         ),
         writes=tuple(writes),
@@ -437,19 +456,19 @@ def plan_result(
         owner = result.run_id
     else:
         owner = active
-    o = result.occurrence
+    occurrence = result.occurrence
     keep = outcome in TERMINAL_OUTCOMES and result.run_id is None
     if fire is not None and result.run_id is not None and result.run_id == fire.run_id:
         keep = True  # writing the same run id again changes nothing (and spares an index write)
     writes: list[TriggerWrite] = [
         WriteFire(
-            occurrence=o,
+            occurrence=occurrence,
             outcome=outcome,
             run_id=result.run_id,
             error=result.error,
             keep_run_id=keep,
         ),
-        AdvanceCursor(occurrence=o),
+        AdvanceCursor(occurrence=occurrence),
     ]
     if outcome == "launched":
         assert result.reservation_id is not None  # refuse_result guarantees it
