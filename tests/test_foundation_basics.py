@@ -62,5 +62,5 @@ async def test_inline_executor_runs_on_trio_thread() -> None:
 async def test_thread_executor_runs_in_worker() -> None:
     seen = await ThreadExecutor(2).run(threading.get_ident)
     assert seen != threading.get_ident()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
         ThreadExecutor(0)

@@ -95,7 +95,8 @@ async def test_busy_database_waits_in_trio_time(
         assert finished_at == []  # still waiting, in Trio time, not inside SQLite
         blocker.execute("COMMIT")
     blocker.close()
-    assert finished_at and finished_at[0] >= 2
+    assert finished_at
+    assert finished_at[0] >= 2
     assert await db.transaction(lambda c: c.execute("SELECT x FROM a").fetchall()) == [(7,)]
     await db.aclose()
 
@@ -154,7 +155,8 @@ async def test_open_waits_in_trio_time_for_an_exclusive_lock(
         assert opened == []  # the connect-time pragmas are busy and retried in Trio time
         blocker.execute("COMMIT")
     blocker.close()
-    assert opened_at and opened_at[0] >= 2
+    assert opened_at
+    assert opened_at[0] >= 2
     db = opened[0]
     assert await db.transaction(lambda c: c.execute("PRAGMA journal_mode").fetchone()) == ("wal",)
     assert await db.transaction(lambda c: c.execute("PRAGMA synchronous").fetchone()) == (2,)

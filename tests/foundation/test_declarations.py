@@ -179,7 +179,8 @@ def test_other_exception_detail_is_one_bounded_line() -> None:
     with pytest.raises(TriggerError) as info:
         Trigger.make(Exploding("line one\nline two\r\n" + "x" * 2000))
     message = info.value.message
-    assert "\n" not in message and "\r" not in message
+    assert "\n" not in message
+    assert "\r" not in message
     detail = message.removeprefix("Trigger declaration is invalid: ")
     assert detail.startswith("Exception: line one line two ")
     assert len(detail) == 512

@@ -56,7 +56,7 @@ def test_iso() -> None:
     # Four-digit years at both ends of the representable range.
     assert tt.iso(-62_135_596_800_000) == "0001-01-01T00:00:00.000Z"
     assert tt.iso(253_402_300_799_999) == "9999-12-31T23:59:59.999Z"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="outside the years 0001-9999"):
         tt.iso(253_402_300_800_000 * 1000)
 
 

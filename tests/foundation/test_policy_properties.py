@@ -49,7 +49,8 @@ def test_catch_up_properties(
     assert owed == sorted(set(owed))
     assert len(owed) <= (bound if policy == "all" else min(bound, 1) if policy == "one" else 0)
     for occurrence in owed:
-        assert last is not None and last < occurrence <= now
+        assert last is not None
+        assert last < occurrence <= now
 
 
 @settings(max_examples=200, deadline=None)
@@ -111,4 +112,5 @@ def test_a_poll_a_minute_later_owes_nothing_new() -> None:
     )
     first = due_occurrences(trigger, BASE + 3 * H, None)
     again = due_occurrences(trigger, BASE + 3 * H + MIN, first.watermark)
-    assert again.occurrences == [] and again.watermark == first.watermark
+    assert again.occurrences == []
+    assert again.watermark == first.watermark

@@ -315,7 +315,9 @@ async def test_on_lapse_error_is_logged_and_lease_lost_still_raised(
     lost, _ = await run_loop(store, wall, on_lapse=bad_lapse)
     assert lost.reason == "lapsed"
     errors = warnings(caplog, "run lease lapse callback failed")
-    assert len(errors) == 1 and errors[0].levelno == logging.ERROR and errors[0].exc_info
+    assert len(errors) == 1
+    assert errors[0].levelno == logging.ERROR
+    assert errors[0].exc_info
 
 
 async def test_a_defect_propagates_as_itself(autojump_clock: trio.testing.MockClock) -> None:

@@ -114,7 +114,8 @@ async def test_outer_cancel_scope_still_works(autojump_clock: trio.testing.MockC
         async with hold_lease(store.as_store, "r", A, clock=wall, on_lapse=on_lapse):
             await trio.sleep(100)
         reached = True
-    assert scope.cancelled_caught and not reached
+    assert scope.cancelled_caught
+    assert not reached
     assert (lapses, store.reconfirms, wall.now_ms()) == ([], [], 5_000)
 
 
@@ -129,7 +130,8 @@ async def test_shielded_body_that_finishes_after_the_loss_still_raises(
             with trio.CancelScope(shield=True):
                 await trio.sleep(2)
             finished = True  # no checkpoint after the loop ended at 1 000
-    assert finished and info.value.reason == "fence_lost"
+    assert finished
+    assert info.value.reason == "fence_lost"
 
 
 async def test_invalid_arguments_fail_before_the_body() -> None:
@@ -138,7 +140,8 @@ async def test_invalid_arguments_fail_before_the_body() -> None:
     with pytest.raises(RunStoreError) as info:
         async with hold_lease(store.as_store, "r", {"pid": 1}):  # type: ignore[arg-type]
             entered = True
-    assert info.value.code == "invalid_run" and not entered
+    assert info.value.code == "invalid_run"
+    assert not entered
 
 
 # --- against a real MemoryRunStore ----------------------------------------------------------

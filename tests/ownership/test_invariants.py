@@ -205,11 +205,13 @@ async def run_sequence(steps: list[tuple[Any, ...]]) -> None:
             after = {r.run_id: r for r in after_rows}.get(run)
             check_step(view, after, item[0], got)
             if item[0] in ("heartbeat", "reconfirm") and got == Updated() and view is not None:
-                assert after is not None and view.heartbeat_at_ms is not None
+                assert after is not None
+                assert view.heartbeat_at_ms is not None
                 now = max(0, clock.now_ms() + item[3])
                 assert after.heartbeat_at_ms == max(view.heartbeat_at_ms, now)
             if isinstance(got, Claimed):
-                assert after is not None and after.claimed_at_ms == got.claimed_at_ms
+                assert after is not None
+                assert after.claimed_at_ms == got.claimed_at_ms
             previous[run] = view
 
 

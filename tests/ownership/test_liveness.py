@@ -43,7 +43,8 @@ def test_owner_for_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     one, two = OwnerId.for_this_process(), OwnerId.for_this_process()
     assert one.pid == os.getpid() == two.pid
     assert one.host_id == two.host_id
-    assert one.nonce != two.nonce and one != two
+    assert one.nonce != two.nonce
+    assert one != two
     assert len(one.nonce) == 32
     assert OwnerId.for_this_process("box-1").host_id == "box-1"
     monkeypatch.setattr("socket.gethostname", lambda: "")
@@ -102,7 +103,7 @@ async def test_lease_liveness_examples() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, 0.0, float("nan"), float("inf"), True, "3"])
 def test_lease_liveness_refuses_bad_durations(bad: Any) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^stale_after must be"):
         lease_liveness(bad)
 
 

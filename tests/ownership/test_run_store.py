@@ -738,7 +738,8 @@ async def test_typical_stuck_claim(store: RunStoreBase, clock: ManualClock) -> N
     assert await store.claim("r", row, A, 0) == Claimed(claimed_at_ms=0)
     clock.set(30_001)
     stuck = await store.get("r")
-    assert stuck.claim is not None and stuck.claimed_at_ms is not None
+    assert stuck.claim is not None
+    assert stuck.claimed_at_ms is not None
     probe = probe_from_check(lease_liveness(), stuck.claimed_at_ms)
     evidence = await probe(stuck.claim, B, 30_001)
     assert evidence == ev(A, 30_001, "same-host-pid-dead")

@@ -37,7 +37,8 @@ def raw(path: Path) -> sqlite3.Connection:
 async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     assert [name for name, _ in RUN_MIGRATIONS] == ["runs_0001_tt_runs"]
-    assert owns_run_migration("runs_0001_tt_runs") and not owns_run_migration("0001_triggers")
+    assert owns_run_migration("runs_0001_tt_runs")
+    assert not owns_run_migration("0001_triggers")
     async with open_sqlite_run_store(str(path)) as store:
         assert await store.migrate() == []
     conn = raw(path)
@@ -48,7 +49,8 @@ async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
     with pytest.raises(RunStoreError) as info:
         async with open_sqlite_run_store(str(path)):
             pass
-    assert info.value.code == "persistence_failed" and "newer version" in info.value.message
+    assert info.value.code == "persistence_failed"
+    assert "newer version" in info.value.message
 
 
 async def test_opened_on_a_shared_database(tmp_path: Path) -> None:

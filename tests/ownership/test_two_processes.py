@@ -121,7 +121,8 @@ async def test_takeover_of_a_frozen_owner(tmp_path: Path) -> None:
             await freeze_outside_a_transaction(proc.pid, path)
             while True:  # wait, by B's clock, until A's stamp is stale
                 row = await store.get("r")
-                assert row.owner is not None and row.heartbeat_at_ms is not None
+                assert row.owner is not None
+                assert row.heartbeat_at_ms is not None
                 now = clock.now_ms()
                 if row.heartbeat_at_ms < now - STALE_MS:
                     break

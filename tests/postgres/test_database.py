@@ -258,5 +258,6 @@ def test_option_validation() -> None:
     for bad in (0, -1, float("nan"), float("inf"), True):
         with pytest.raises(ValueError, match="statement_timeout"):
             TimeoutSettings(statement_timeout=bad, lock_timeout=1.0)
-    assert is_postgres_dsn("postgresql://x/y") and is_postgres_dsn("postgres://x")
+    assert is_postgres_dsn("postgresql://x/y")
+    assert is_postgres_dsn("postgres://x")
     assert not is_postgres_dsn("trio-triggers.sqlite")

@@ -110,7 +110,8 @@ async def test_existing_table_makes_trigger_migration_fail(postgres_dsn: str) ->
 
 
 def test_migration_ownership() -> None:
-    assert owns_trigger_migration("0001_triggers") and owns_trigger_migration("0009_future")
+    assert owns_trigger_migration("0001_triggers")
+    assert owns_trigger_migration("0009_future")
     assert not owns_trigger_migration("runs_0001_tt_runs")
     assert owns_run_migration("runs_0002_extra")
     assert not owns_run_migration("0004_fire_run_index")

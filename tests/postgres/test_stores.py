@@ -177,7 +177,8 @@ async def test_open_postgres_stores_unpacks_as_a_pair(postgres_dsn: str) -> None
         registered = await triggers.register(daily())
         assert registered.revision == 1
         created = await runs.create("run-1", "{}", idempotency_key="daily:1")
-        assert isinstance(created, Created) and created.row.created_at_ms == 5
+        assert isinstance(created, Created)
+        assert created.row.created_at_ms == 5
 
 
 async def test_unreachable_server_fails_to_open_with_typed_errors() -> None:
@@ -279,7 +280,8 @@ async def test_record_result_round_trip_uses_store_clock_not_server_time(
         )
         await store.heartbeat("host-a")
         beat = await store.last_heartbeat()
-        assert beat is not None and (beat.host, beat.ticked_at) == ("host-a", 1_000)
+        assert beat is not None
+        assert (beat.host, beat.ticked_at) == ("host-a", 1_000)
         assert (await store.get("daily")) is not None
 
 
@@ -296,5 +298,6 @@ async def test_run_store_opens_every_connection_up_front(postgres_dsn: str) -> N
             row = admin.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
             ).fetchone()
-        assert row is not None and row[0] == 3
+        assert row is not None
+        assert row[0] == 3
         assert store.database.pool_size == 3

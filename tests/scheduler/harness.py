@@ -316,7 +316,8 @@ async def seed(
     """§18.1 ``seed``: register, claim 0, then record ``outcome`` at 0."""
     await store.register(trigger)
     claim = await store.claim_fire(trigger.id, 0, expected_revision=1)
-    assert claim.claimed and claim.reservation_id is not None
+    assert claim.claimed
+    assert claim.reservation_id is not None
     if outcome == "launched":
         if runner is not None:
             runner.active.add("seed")
@@ -334,7 +335,8 @@ async def seed(
             Result(trigger_id=trigger.id, occurrence=0, outcome=outcome)  # type: ignore[arg-type]
         )
     current = await store.get(trigger.id)
-    assert current is not None and current.last_fired_at == 0
+    assert current is not None
+    assert current.last_fired_at == 0
     return current
 
 

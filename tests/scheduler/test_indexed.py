@@ -69,8 +69,10 @@ async def test_idle_rows_cost_no_store_call_per_row(
     assert runner.keys == [key("hot", MIN), key("hot", 2 * MIN)]
     # Two ticks: one due read each, a recovery sweep or two, one next_attention
     # each, and the hot trigger's own claims and results. Nothing for the 10 000 idle rows.
-    assert calls["list"] == 0 and calls["get"] == 0
-    assert calls["due"] == 2 and calls["next_attention"] == 2
+    assert calls["list"] == 0
+    assert calls["get"] == 0
+    assert calls["due"] == 2
+    assert calls["next_attention"] == 2
     assert calls["holding"] <= 2  # the recovery sweep (every recovery_interval, 30 s)
     assert calls["claim_fire"] == 2
     assert sum(calls.values()) < 20, calls
@@ -182,7 +184,8 @@ async def test_nothing_is_claimed_past_a_failed_claim(
         await sim.tick(second, 3 * H + MIN)
     assert runner.keys == [key("hourly", H)]
     current = await store.get("hourly")
-    assert current is not None and current.last_fired_at == H
+    assert current is not None
+    assert current.last_fired_at == H
     # The next process (after the failed tick's take has lapsed) fires both.
     async with open_scheduler(store, runner, clock=sim.clock) as third:
         await sim.tick(third, 3 * H + MIN + TAKE_HOLD_MS)

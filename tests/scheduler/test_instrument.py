@@ -13,13 +13,15 @@ def test_recorder_collects_and_reset_removes_it() -> None:
         _instrument.add_counter(_instrument.FIRES, 1, {"outcome": "launched"})
         _instrument.add_counter(_instrument.FIRES, 1, {"outcome": "skipped"})
         _instrument.record_histogram(_instrument.TICK_DURATION_MS, 12.5)
-        with pytest.raises(ValueError), _instrument.span("Scheduler.run_once", {"host": "h"}):
+        opened = _instrument.span("Scheduler.run_once", {"host": "h"})
+        with pytest.raises(ValueError, match="boom"), opened:
             raise ValueError("boom")
         assert recorder.counter_total(_instrument.FIRES) == 2
         assert recorder.counter_total(_instrument.FIRES, outcome="launched") == 1
         assert recorder.histogram_samples(_instrument.TICK_DURATION_MS) == [12.5]
         (span,) = recorder.spans_named("Scheduler.run_once")
-        assert span.attributes == {"host": "h"} and span.ended
+        assert span.attributes == {"host": "h"}
+        assert span.ended
         assert isinstance(span.error, ValueError)
     finally:
         _instrument.reset()

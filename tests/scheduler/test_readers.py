@@ -53,7 +53,8 @@ async def test_summaries_of_fresh_triggers(
         "revision": 1,
         "next_occurrences": [H, 2 * H, 3 * H, 4 * H, 5 * H],
     }
-    assert daily.timezone is None and len(daily.next_occurrences) == 5
+    assert daily.timezone is None
+    assert len(daily.next_occurrences) == 5
     assert "input" in msgspec.to_builtins(daily)  # required, present even when null
     assert msgspec.to_builtins(daily)["input"] is None
     hourly.input["source"] = "mutated"
@@ -67,7 +68,8 @@ async def test_summaries_hide_reservations_and_show_held_state(
     await register_both(store)
     claim = await store.inner.claim_fire("hourly", H, expected_revision=1)
     hourly = (await summaries(store, sim.clock))[1]
-    assert hourly.active_run_id is None and hourly.last_fired_at is None
+    assert hourly.active_run_id is None
+    assert hourly.last_fired_at is None
     await store.inner.record_result(
         Result(
             trigger_id="hourly",
@@ -132,7 +134,8 @@ async def test_fires_pages_and_filters(
     assert [r.occurrence for r in first.items] == [3 * H, 2 * H]
     assert first.next_cursor == Fire(trigger_id="hourly", occurrence=2 * H)
     second = await fires(store, HistoryQuery(limit=2, cursor=first.next_cursor))
-    assert [r.occurrence for r in second.items] == [H] and second.next_cursor is None
+    assert [r.occurrence for r in second.items] == [H]
+    assert second.next_cursor is None
     await fires(store, HistoryQuery(limit=10_000))
     assert store.args_of("history")[-1][0].limit == 500  # MAX_PAGE_SIZE
     with pytest.raises(TriggerError) as info:

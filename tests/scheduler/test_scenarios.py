@@ -257,7 +257,8 @@ async def test_reattach_after_a_process_dies(
     assert runner.keys == [key("hourly", 2 * H), key("hourly", 4 * H)]
     assert runner.cancelled == []
     current = await store.inner.get("hourly")
-    assert current is not None and current.last_fired_at == 4 * H
+    assert current is not None
+    assert current.last_fired_at == 4 * H
     assert (await ledger(store.inner))[2 * H] == ("completed", "run-1")
 
 

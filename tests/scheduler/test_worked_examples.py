@@ -191,7 +191,8 @@ async def test_08_refused_launch_recorded_next_boundary_fires(
     assert is_reservation(rows[H][1])
     assert [r.occurrence for r in store.results if r.outcome == "launched"] == [2 * H]
     current = await store.inner.get("hourly")
-    assert current is not None and current.last_fired_at == 2 * H
+    assert current is not None
+    assert current.last_fired_at == 2 * H
 
 
 # 9
@@ -259,7 +260,8 @@ async def test_10_one_bad_trigger_does_not_silence_others(
         await sim.tick(scheduler, 2 * H)
     assert runner.keys == ["b-hourly:1970-01-01T02:00:00.000Z"]
     failures = [r for r in caplog.records if r.getMessage() == "A trigger tick failed"]
-    assert failures and all(r.trigger_id == "a-february-30" for r in failures)  # type: ignore[attr-defined]
+    assert failures
+    assert all(r.trigger_id == "a-february-30" for r in failures)  # type: ignore[attr-defined]
     assert all(r.levelno == logging.ERROR and r.exc_info for r in failures)
 
 
@@ -285,7 +287,8 @@ async def test_11_supervisor_survives_crashed_tick(
     assert store.count("list") > 1
     assert runner.keys == ["hourly:1970-01-01T01:00:00.000Z"]
     crashed = [r for r in caplog.records if r.getMessage() == "A trigger scheduler tick failed"]
-    assert len(crashed) == 1 and crashed[0].host == "local"  # type: ignore[attr-defined]
+    assert len(crashed) == 1
+    assert crashed[0].host == "local"  # type: ignore[attr-defined]
 
 
 # 12
@@ -367,7 +370,8 @@ async def test_16_tick_uses_list(
     async with open_scheduler(only_list, runner, clock=sim.clock) as scheduler:
         await scheduler.run_once()
     beats = [r for r in caplog.records if r.getMessage() == "A trigger heartbeat failed"]
-    assert len(beats) == 1 and beats[0].levelno == logging.WARNING
+    assert len(beats) == 1
+    assert beats[0].levelno == logging.WARNING
 
     only_enabled = RecordingStore(UnavailableStore())
     only_enabled.override["list_enabled"] = const([])
@@ -388,7 +392,8 @@ async def test_17_launched_and_recovered_runs_are_kept_locally(
         before = len(store.calls)
         await sim.tick(scheduler)
         second = [name for name, _, _ in store.calls[before:]]
-    assert "active_run" not in second and "active_occurrence" not in second
+    assert "active_run" not in second
+    assert "active_occurrence" not in second
     assert len(runner.starts) == 1
     assert runner.inspected == ["run-1"]
 
@@ -668,7 +673,8 @@ async def test_30_idempotent_run_adopted_by_newer_attempt(
     async def hook(request: Any) -> str:
         await trio.sleep((LEASE + 1) / 1000)
         claim = await store.inner.claim_fire("hourly", H, expected_revision=1)
-        assert claim.action == "fire" and claim.reservation_id is not None
+        assert claim.action == "fire"
+        assert claim.reservation_id is not None
         if committed:
             await store.inner.record_result(
                 Result(
@@ -693,7 +699,8 @@ async def test_30_idempotent_run_adopted_by_newer_attempt(
     if committed:
         assert holder == "shared-run"
     else:
-        assert is_reservation(holder) and reservation_occurrence(holder) == H
+        assert is_reservation(holder)
+        assert reservation_occurrence(holder) == H
 
 
 # 31
@@ -713,7 +720,8 @@ async def buffered_at_h(store: RecordingStore, trigger: Any) -> str:
     """Buffer-one/none: claim 0, claim H (buffer), completed(0); answers R0."""
     await store.inner.register(trigger)
     first = await store.inner.claim_fire("hourly", 0, expected_revision=1)
-    assert first.action == "fire" and first.reservation_id is not None
+    assert first.action == "fire"
+    assert first.reservation_id is not None
     assert (await store.inner.claim_fire("hourly", H, expected_revision=1)).action == "buffer"
     await store.inner.record_result(Result(trigger_id="hourly", occurrence=0, outcome="completed"))
     return first.reservation_id
@@ -732,7 +740,8 @@ async def test_32_buffered_lease_survives_failed_compensation(
     async with open_scheduler(store, broken, clock=sim.clock) as scheduler:
         await sim.tick(scheduler)
     held = await store.inner.inspect("hourly")
-    assert is_reservation(held.active_run_id) and held.pending_at is None
+    assert is_reservation(held.active_run_id)
+    assert held.pending_at is None
     await sim.advance(LEASE + 1)
     async with open_scheduler(store.inner, runner, clock=sim.clock) as healthy:
         await sim.tick(healthy)
@@ -818,7 +827,8 @@ async def test_37_claimed_buffer_rearmed_after_lease(
         Result(trigger_id="hourly", occurrence=0, outcome="completed", run_id="prior-run")
     )
     pending = await store.inner.claim_pending("hourly", expected_revision=1)
-    assert pending is not None and pending.claim.action == "fire"
+    assert pending is not None
+    assert pending.claim.action == "fire"
     async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
         await sim.tick(scheduler)
         assert runner.starts == []
@@ -1377,14 +1387,17 @@ async def test_57_heartbeat(
     ) as scheduler:
         await sim.tick(scheduler)
         beat = await store.inner.last_heartbeat()
-        assert beat is not None and (beat.host, beat.ticked_at) == ("box-1", 0)
+        assert beat is not None
+        assert (beat.host, beat.ticked_at) == ("box-1", 0)
         await sim.tick(scheduler, H)
         beat = await store.inner.last_heartbeat()
-        assert beat is not None and (beat.host, beat.ticked_at) == ("box-1", H)
+        assert beat is not None
+        assert (beat.host, beat.ticked_at) == ("box-1", H)
     async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
         await sim.tick(scheduler, 2 * H)
     beat = await store.inner.last_heartbeat()
-    assert beat is not None and (beat.host, beat.ticked_at) == ("local", 2 * H)
+    assert beat is not None
+    assert (beat.host, beat.ticked_at) == ("local", 2 * H)
 
 
 # 58
@@ -1404,7 +1417,8 @@ async def test_58_metrics_and_spans(
     assert len(recorder.histogram_samples("trio_triggers.tick_duration_ms")) == 3
     assert len(recorder.histogram_samples("trio_triggers.launch_duration_ms")) == 1
     ticks = recorder.spans_named("Scheduler.run_once")
-    assert len(ticks) == 3 and all(s.attributes == {"host": "local"} for s in ticks)
+    assert len(ticks) == 3
+    assert all(s.attributes == {"host": "local"} for s in ticks)
     launches = recorder.spans_named("Scheduler.launch")
     assert len(launches) >= 1
     assert launches[0].attributes == {
@@ -1412,7 +1426,8 @@ async def test_58_metrics_and_spans(
         "occurrence": "1970-01-01T02:00:00.000Z",
     }
     processed = recorder.spans_named("Scheduler.process_trigger")
-    assert processed and all(s.attributes == {"trigger_id": "hourly"} for s in processed)
+    assert processed
+    assert all(s.attributes == {"trigger_id": "hourly"} for s in processed)
 
 
 # 60
@@ -1453,7 +1468,8 @@ async def test_60b_with_a_skipped_later_claim(
     async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
         await sim.tick(scheduler, 2 * H)
     rows = await ledger(store.inner)
-    assert rows[H][0] == "completed" and rows[2 * H][0] == "skipped"
+    assert rows[H][0] == "completed"
+    assert rows[2 * H][0] == "skipped"
 
 
 # 61

@@ -542,29 +542,34 @@ async def test_runner_call_checks(autojump_clock: trio.testing.MockClock) -> Non
     for invariant, act in cases:
         world, cs = await make_world()
         act(world, cs)
-        assert world.violation is not None and world.violation.invariant == invariant
+        assert world.violation is not None
+        assert world.violation.invariant == invariant
     world, cs = await make_world()
     cs.closing = True
     cs.granted_keys.add("k")
     world.runner_call("s", "start", "k")
-    assert world.violation is not None and world.violation.invariant == "T23"
+    assert world.violation is not None
+    assert world.violation.invariant == "T23"
 
 
 async def test_result_checks(autojump_clock: trio.testing.MockClock) -> None:
     world, cs = await make_world()
     world.check_result("s", cs, Result(trigger_id="t", occurrence=5, outcome="failed", run_id=R5))
-    assert world.violation is not None and world.violation.invariant == "T21"
+    assert world.violation is not None
+    assert world.violation.invariant == "T21"
     world, cs = await make_world()
     world.runner.set_state("run-1", "active")  # type: ignore[union-attr]
     world.check_result(
         "s", cs, Result(trigger_id="t", occurrence=5, outcome="completed", run_id="run-1")
     )
-    assert world.violation is not None and world.violation.invariant == "T29"
+    assert world.violation is not None
+    assert world.violation.invariant == "T29"
     world, cs = await make_world()
     world.check_result(
         "s", cs, Result(trigger_id="t", occurrence=5, outcome="superseded", run_id="run-1")
     )
-    assert world.violation is not None and world.violation.invariant == "T22"
+    assert world.violation is not None
+    assert world.violation.invariant == "T22"
 
 
 async def test_watermark_and_claim_call_checks(autojump_clock: trio.testing.MockClock) -> None:
@@ -578,7 +583,8 @@ async def test_watermark_and_claim_call_checks(autojump_clock: trio.testing.Mock
     await world.after(call)
     fake.marks["t"] = 50
     await world.after(call)
-    assert world.violation is not None and world.violation.invariant == "T17"
+    assert world.violation is not None
+    assert world.violation.invariant == "T17"
 
     decl = RegisteredTrigger(
         id="t",
@@ -602,7 +608,8 @@ async def test_watermark_and_claim_call_checks(autojump_clock: trio.testing.Mock
             kwargs={"expected_revision": 1},
         )
         await world.before(claim)
-        assert world.violation is not None and world.violation.invariant == invariant
+        assert world.violation is not None
+        assert world.violation.invariant == invariant
 
 
 def msgspec_replace(obj: Any, **changes: Any) -> Any:

@@ -62,7 +62,8 @@ async def test_fail_after_commits(autojump_clock: trio.testing.MockClock) -> Non
     held = await inner.inspect("hourly")
     assert held.active_run_id is not None  # the reservation was written
     [call] = store.calls_of("claim_fire")
-    assert call.fault == "fail_after" and call.reached
+    assert call.fault == "fail_after"
+    assert call.reached
 
 
 async def test_read_failures_say_read(autojump_clock: trio.testing.MockClock) -> None:
@@ -115,9 +116,11 @@ async def test_block_until_released(autojump_clock: trio.testing.MockClock) -> N
 
         nursery.start_soon(claim)
         await trio.sleep(60)
-        assert blocker.waiting == 1 and answers == []
+        assert blocker.waiting == 1
+        assert answers == []
         blocker.release()
-    assert answers and answers[0].claimed
+    assert answers
+    assert answers[0].claimed
 
 
 async def test_rewrite_listing_and_views(autojump_clock: trio.testing.MockClock) -> None:
@@ -168,7 +171,8 @@ async def test_faulty_run_store(autojump_clock: trio.testing.MockClock) -> None:
     store.fail_next("create")
     with pytest.raises(RunStoreError) as info:
         await store.create("r1", "{}")
-    assert info.value.code == "persistence_failed" and info.value.method == "create"
+    assert info.value.code == "persistence_failed"
+    assert info.value.method == "create"
     with pytest.raises(RunStoreError):
         await inner.get("r1")  # nothing was written
     store.fail_next("create", after_commit=True)
@@ -176,7 +180,8 @@ async def test_faulty_run_store(autojump_clock: trio.testing.MockClock) -> None:
         await store.create("r1", "{}", idempotency_key="k")
     assert (await inner.get("r1")).run_id == "r1"  # written all the same
     again = await store.create("r2", "{}", idempotency_key="k")
-    assert not isinstance(again, Created) and again.row.run_id == "r1"
+    assert not isinstance(again, Created)
+    assert again.row.run_id == "r1"
     owner = OwnerId(host_id="h", pid=1, nonce="n")
     assert isinstance(await store.heartbeat("r1", owner, 0), FenceLost)  # not owned by anyone
     assert isinstance(await store.heartbeat("nope", owner, 0), NotFound)

@@ -74,16 +74,19 @@ async def test_hanging_and_late_starts(autojump_clock: trio.testing.MockClock) -
     runner = ScriptedRunner(plan=lambda request, attempt: plans[request.idempotency_key])
     with trio.move_on_after(240) as scope:
         await runner.start(Req("hang"))
-    assert scope.cancelled_caught and runner.run_for_key("hang") is None
+    assert scope.cancelled_caught
+    assert runner.run_for_key("hang") is None
     with trio.move_on_after(240) as scope:
         await runner.start(Req("created"))
-    assert scope.cancelled_caught and runner.run_for_key("created") is not None
+    assert scope.cancelled_caught
+    assert runner.run_for_key("created") is not None
     started = trio.current_time()
     assert await runner.start(Req("late")) == runner.run_for_key("late")
     assert trio.current_time() - started == 300.0
     with pytest.raises(TriggerError) as info:
         await runner.start(Req("refuse"))
-    assert info.value.code == "runner" and runner.run_for_key("refuse") is None
+    assert info.value.code == "runner"
+    assert runner.run_for_key("refuse") is None
 
 
 async def test_inspect_and_cancel_faults(autojump_clock: trio.testing.MockClock) -> None:

@@ -139,7 +139,8 @@ def check_invariants(before: Dump, after: Dump, op: tuple[Any, ...]) -> None:
         if previous is not None:
             # 1. the cursor never decreases and never becomes None again
             if previous[10] is not None:
-                assert cursor is not None and cursor >= previous[10], (op, previous, row)
+                assert cursor is not None, (op, previous, row)
+                assert cursor >= previous[10], (op, previous, row)
             # 11. the pending slot only moves forward; it is cleared only by claim_pending
             if previous[11] is not None:
                 if pending is None:
@@ -148,7 +149,8 @@ def check_invariants(before: Dump, after: Dump, op: tuple[Any, ...]) -> None:
                     assert pending >= previous[11], (op, previous, row)
         # 9. a claim timestamp belongs to its reservation
         if claimed_at is not None:
-            assert isinstance(holder, str) and holder.startswith("trigger-reservation:")
+            assert isinstance(holder, str)
+            assert holder.startswith("trigger-reservation:")
         # 2. the cursor covers fired work
         for fire in after["tt_trigger_fires"]:
             if fire[0] == tid and fire[2] in (
@@ -158,7 +160,8 @@ def check_invariants(before: Dump, after: Dump, op: tuple[Any, ...]) -> None:
                 "completed",
                 "failed",
             ):
-                assert cursor is not None and cursor >= fire[1], (op, row, fire)
+                assert cursor is not None, (op, row, fire)
+                assert cursor >= fire[1], (op, row, fire)
     # 3. ledger outcomes only move forward
     old_fires = {(f[0], f[1]): f for f in before["tt_trigger_fires"]}
     allowed: dict[object, set[object]] = {

@@ -57,7 +57,8 @@ async def test_a_new_trigger_is_due_at_its_first_boundary_after_registration(env
     assert await engine(env).next_attention() == H
     (row,) = await engine(env).due(H)
     assert row.registered_at == H // 2
-    assert row.row.trigger is not None and row.row.trigger.revision == 1
+    assert row.row.trigger is not None
+    assert row.row.trigger.revision == 1
 
 
 async def test_reservation_lease_pending_and_a_held_run(env: Env) -> None:
@@ -65,7 +66,8 @@ async def test_reservation_lease_pending_and_a_held_run(env: Env) -> None:
     await store.register(hourly())
     env.clock.value = H
     claim = await store.claim_fire("daily", H, expected_revision=1)
-    assert claim.action == "fire" and claim.reservation_id is not None
+    assert claim.action == "fire"
+    assert claim.reservation_id is not None
     # Claimed, launch in flight: nothing to do before the lease ends (the next boundary, 2H,
     # comes later than H + LEASE).
     await found_exactly_at(env, H + LEASE)
@@ -75,7 +77,8 @@ async def test_reservation_lease_pending_and_a_held_run(env: Env) -> None:
     assert (await store.inspect("daily")).pending_at == H
     await found_exactly_at(env, H)
     pending = await store.claim_pending("daily", expected_revision=1)
-    assert pending is not None and pending.claim.reservation_id is not None
+    assert pending is not None
+    assert pending.claim.reservation_id is not None
     await store.record_result(
         Result(
             trigger_id="daily",
@@ -186,7 +189,8 @@ async def test_due_is_bounded_and_ordered(env: Env) -> None:
     assert [row.row.trigger_id for row in await store.due(H)] == ["t1", "t2", "t3", "t4", "t0"]
     with pytest.raises(TriggerError) as info:
         await store.due(H, limit=0)
-    assert info.value.code == "invalid_options" and info.value.path == "limit"
+    assert info.value.code == "invalid_options"
+    assert info.value.path == "limit"
 
 
 async def test_holding_lists_rows_with_a_holder(env: Env) -> None:

@@ -57,7 +57,8 @@ async def test_missing_rows_raise_unknown_trigger(env: Env) -> None:
 
 async def test_register_upsert_keeps_held_state(env: Env) -> None:
     first = await env.register()
-    assert first.revision == 1 and first.last_fired_at is None
+    assert first.revision == 1
+    assert first.last_fired_at is None
     await env.register(id="other")
     claim = await env.claim(5)
     await env.launched(5, "run-5", claim)
@@ -114,7 +115,8 @@ async def test_listing_carries_held_state(env: Env) -> None:
         2,
         None,
     )
-    assert row.trigger is not None and row.trigger.revision == 1
+    assert row.trigger is not None
+    assert row.trigger.revision == 1
     assert row == listed(row.trigger, Held(active_run_id="run-1", pending_at=2))
 
 
@@ -147,10 +149,12 @@ async def test_round_trip_and_snapshots(env: Env) -> None:
     got.input["nested"].append("answer")  # type: ignore[union-attr]
     registered.input["nested"].append("answer")  # type: ignore[union-attr]
     again = await env.store.get("daily")
-    assert again is not None and again.input == {"nested": [1, "two", None], "enabled": True}
+    assert again is not None
+    assert again.input == {"nested": [1, "two", None], "enabled": True}
     assert list(again.input) == ["nested", "enabled"]
     rows = await env.store.list()
-    assert rows[0].trigger is not None and rows[0].trigger.input is not again.input
+    assert rows[0].trigger is not None
+    assert rows[0].trigger.input is not again.input
 
 
 async def test_register_revalidates_a_directly_built_trigger(env: Env) -> None:
@@ -178,7 +182,8 @@ async def test_register_snapshot_is_taken_before_the_first_checkpoint(env: Env) 
         await trio.testing.wait_all_tasks_blocked()
         value["k"] = "after"
     got = await env.store.get("daily")
-    assert got is not None and got.input == {"k": "before"}
+    assert got is not None
+    assert got.input == {"k": "before"}
 
 
 @pytest.mark.parametrize(
@@ -189,7 +194,9 @@ async def test_hostile_ids_are_stored_exactly(env: Env, trigger_id: str) -> None
     registered = await env.register(id=trigger_id, flow_id=trigger_id)
     assert registered.id == trigger_id
     got = await env.store.get(trigger_id)
-    assert got is not None and got.id == trigger_id and got.flow_id == trigger_id
+    assert got is not None
+    assert got.id == trigger_id
+    assert got.flow_id == trigger_id
     claim = await env.claim(1, trigger_id=trigger_id)
     assert claim.action == "fire"
     await env.launched(1, trigger_id, claim, tid=trigger_id)
@@ -257,7 +264,8 @@ async def test_optional_columns(env: Env) -> None:
     assert registered.declaration == declaration(
         timezone="America/New_York", overlap="buffer-one", catch_up="all", max_catch_up=4
     )
-    assert registered.revision == 1 and registered.last_fired_at is None
+    assert registered.revision == 1
+    assert registered.last_fired_at is None
     claim = await env.claim(7)
     await env.launched(7, "run-7", claim)
     assert await env.cursor() == 7
@@ -277,19 +285,23 @@ async def test_decode_failure_is_isolated_to_its_row(env: Env) -> None:
     await env.backdoor.set_columns("a-corrupt", input_json="{not json")
     with raises("store", "could not decode trigger row a-corrupt") as caught:
         await env.store.get("a-corrupt")
-    assert caught.error is not None and caught.error.__cause__ is not None
+    assert caught.error is not None
+    assert caught.error.__cause__ is not None
     rows = await env.store.list()
     assert [row.trigger_id for row in rows] == ["a-corrupt", "daily"]
     corrupt, healthy = rows
-    assert corrupt.trigger is None and corrupt.error is not None
+    assert corrupt.trigger is None
+    assert corrupt.error is not None
     assert corrupt.error.code == "store"
     assert corrupt.error.message == "could not decode trigger row a-corrupt"
-    assert healthy.error is None and healthy.trigger is not None
+    assert healthy.error is None
+    assert healthy.trigger is not None
     with raises("store", "could not decode trigger row a-corrupt"):
         await env.store.list_enabled()
     await env.backdoor.set_columns("daily", input_json='"ok"')
     got = await env.store.get("daily")
-    assert got is not None and got.input == "ok"
+    assert got is not None
+    assert got.input == "ok"
 
 
 async def test_corrupt_daily_get_raises(env: Env) -> None:
@@ -297,7 +309,8 @@ async def test_corrupt_daily_get_raises(env: Env) -> None:
     await env.backdoor.set_columns("daily", input_json="[1,")
     with raises("store", "could not decode trigger row daily") as caught:
         await env.store.get("daily")
-    assert caught.error is not None and caught.error.__cause__ is not None
+    assert caught.error is not None
+    assert caught.error.__cause__ is not None
 
 
 @pytest.mark.parametrize(
@@ -310,7 +323,8 @@ async def test_corrupt_columns_fail_decoding(env: Env, columns: dict[str, object
     with raises("store", "could not decode trigger row daily"):
         await env.store.get("daily")
     rows = await env.store.list()
-    assert rows[0].error is not None and rows[0].trigger is None
+    assert rows[0].error is not None
+    assert rows[0].trigger is None
 
 
 async def test_statement_failures(env: Env) -> None:
@@ -319,7 +333,8 @@ async def test_statement_failures(env: Env) -> None:
     await env.backdoor.break_tables()
     with raises("store", "trigger store read failed") as caught:
         await env.store.list()
-    assert caught.error is not None and caught.error.__cause__ is not None
+    assert caught.error is not None
+    assert caught.error.__cause__ is not None
     with raises("store", "trigger store write failed"):
         await env.result(1, "completed", reservation_id=claim.reservation_id)
     with raises("store", "trigger store read failed"):
@@ -392,4 +407,5 @@ async def test_calls_cancelled_mid_flight_are_atomic(env: Env) -> None:
     # each claim either happened completely (row + reservation) or not at all
     claimed = [row[1] for row in fires]
     assert claimed == sorted(claimed)
-    assert held.active_run_id is not None and held.active_run_id.endswith(f":{claimed[-1]}")
+    assert held.active_run_id is not None
+    assert held.active_run_id.endswith(f":{claimed[-1]}")

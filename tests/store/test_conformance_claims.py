@@ -14,7 +14,8 @@ MALFORMED = "trigger-reservation:daily:not-a-number"
 
 
 def reserved(claim: Claim, occurrence: int, action: str = "fire", tid: str = "daily") -> str:
-    assert claim.claimed and claim.action == action, claim
+    assert claim.claimed, claim
+    assert claim.action == action, claim
     assert claim.reservation_id is not None
     assert reservation_pattern(tid, occurrence).match(claim.reservation_id), claim
     if action == "fire":
@@ -49,7 +50,8 @@ async def test_buffer_one_resume_buffered(env: Env) -> None:
     reserved(await env.claim(1), 1)
     assert await env.claim(2) == Claim(claimed=True, action="buffer")
     ledger = await env.ledger()
-    assert ledger[0].occurrence == 2 and ledger[0].outcome == "buffered"
+    assert ledger[0].occurrence == 2
+    assert ledger[0].outcome == "buffered"
     assert await env.cursor() == 2
     assert await env.pending() == 2
     assert await env.claim(2) == Claim(claimed=False)
@@ -226,7 +228,8 @@ async def test_reclaim_keeps_the_occurrence(env: Env) -> None:
     await env.claim(1)
     env.clock.advance(LEASE + 1)
     c2 = await env.claim(2)
-    assert c2.reservation_id is not None and c2.reservation_id.endswith(":2")
+    assert c2.reservation_id is not None
+    assert c2.reservation_id.endswith(":2")
     assert await env.pending() == 1
 
 
@@ -237,7 +240,8 @@ async def test_claim_pending_clears_one_buffer(env: Env) -> None:
     assert (await env.claim(2)).action == "buffer"
     await env.result(1, "completed")
     answer = await env.store.claim_pending("daily", expected_revision=1)
-    assert answer is not None and answer.occurrence == 2
+    assert answer is not None
+    assert answer.occurrence == 2
     reserved(answer.claim, 2)
     assert await env.pending() is None
 
@@ -285,7 +289,8 @@ async def test_buffered_reservation_expiry(env: Env) -> None:
     await env.claim(2)
     await env.result(1, "completed")
     answer = await env.store.claim_pending("daily", expected_revision=1)
-    assert answer is not None and answer.claim.action == "fire"
+    assert answer is not None
+    assert answer.claim.action == "fire"
     assert await env.pending() is None
     env.clock.advance(LEASE + 1)
     assert await env.store.active_run("daily") is None
@@ -300,7 +305,8 @@ async def test_claim_pending_keeps_raised_slot(env: Env) -> None:
     await env.store.set_pending("daily", 3)
     env.clock.advance(LEASE + 1)
     answer = await env.store.claim_pending("daily", expected_revision=1)
-    assert answer is not None and answer.occurrence == 3
+    assert answer is not None
+    assert answer.occurrence == 3
     reserved(answer.claim, 3)
     assert await env.pending() == 5
 

@@ -45,7 +45,8 @@ async def test_paging_across_triggers(env: Env) -> None:
     assert [(r.trigger_id, r.occurrence) for r in second.items] == [("a", 3)]
     assert second.next_cursor is None
     four = await env.store.history(HistoryQuery(limit=4))
-    assert len(four.items) == 4 and four.next_cursor is None
+    assert len(four.items) == 4
+    assert four.next_cursor is None
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True, 2**53, "3", None])
@@ -197,7 +198,8 @@ def test_paging_has_no_gaps_or_repeats(
             for (tid, occ), (outcome, run_id) in table.items():
                 await opened.backdoor.put_fire(tid, occ, outcome, run_id)
             unpaged = await opened.store.history(base)
-            assert unpaged.items == expected and unpaged.next_cursor is None
+            assert unpaged.items == expected
+            assert unpaged.next_cursor is None
             pages: list[FireRecord] = []
             cursor: Fire | None = None
             for _ in range(len(expected) + 2):

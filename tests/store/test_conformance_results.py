@@ -181,7 +181,8 @@ async def test_atomic_rollback(env: Env) -> None:
     await env.backdoor.fail_pending_writes(True)
     with raises("store", "trigger store write failed") as caught:
         await env.store.restore_pending("daily", 2, r)
-    assert caught.error is not None and caught.error.__cause__ is not None
+    assert caught.error is not None
+    assert caught.error.__cause__ is not None
     assert await env.held() == held
     assert await env.backdoor.dump() == dump
     await env.backdoor.fail_pending_writes(False)
@@ -215,7 +216,7 @@ async def test_holder_survives_skip_and_buffer_results(env: Env) -> None:
     assert await env.store.active_run("daily") is None
 
 
-@pytest.mark.parametrize("first,later", [(1, 2), (10, 20)])
+@pytest.mark.parametrize(("first", "later"), [(1, 2), (10, 20)])
 async def test_cursor_never_backwards(env: Env, first: int, later: int) -> None:
     await env.register()
     await env.launched(first, f"run-{first}", await env.claim(first))

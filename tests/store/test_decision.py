@@ -81,7 +81,7 @@ def test_revision_is_checked_before_enabled() -> None:
 
 
 @pytest.mark.parametrize(
-    "claimed_at,expired",
+    ("claimed_at", "expired"),
     [(1_000_000 - LEASE, True), (1_000_000 - LEASE + 1, False), (None, True), (1_000_000, False)],
 )
 def test_reservation_expiry_boundary(claimed_at: int | None, expired: bool) -> None:
@@ -115,7 +115,7 @@ GATE = [
 ]
 
 
-@pytest.mark.parametrize("name,changes,passes", GATE, ids=[g[0] for g in GATE])
+@pytest.mark.parametrize(("name", "changes", "passes"), GATE, ids=[g[0] for g in GATE])
 def test_gate_resumable_reservation(name: str, changes: dict[str, Any], passes: bool) -> None:
     decision = decide(snap(existing_fire=FireState(), **changes))
     assert decision.claim.claimed is passes, name
@@ -203,7 +203,8 @@ def test_reclaim_under_supersede_recovers_predecessor() -> None:
         SetRunId(occurrence=9, run_id="run-1"),
         Reserve(reservation_id=NEW, claimed_at=1_000_000),
     )
-    assert decision.claim.action == "supersede" and decision.claim.active_run_id == "run-1"
+    assert decision.claim.action == "supersede"
+    assert decision.claim.active_run_id == "run-1"
 
 
 def test_reclaim_own_occurrence_under_supersede_marks_nothing() -> None:
@@ -554,8 +555,10 @@ def test_decision_agrees_with_the_model(
     assert interpret(s, decision.writes) == expected
     # invariants: a reservation is granted only to a free or supersede trigger
     if claim.action == "supersede":
-        assert overlap == "supersede" and claim.active_run_id is not None
+        assert overlap == "supersede"
+        assert claim.active_run_id is not None
     if claim.reservation_id is not None:
-        assert expected.holder == claim.reservation_id and expected.claimed_at == now
+        assert expected.holder == claim.reservation_id
+        assert expected.claimed_at == now
     if expected.pending is not None and pending is not None:
         assert expected.pending >= pending

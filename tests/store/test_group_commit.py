@@ -67,8 +67,11 @@ async def test_concurrent_claims_share_a_transaction_and_each_gets_its_answer(
     sizes = batch_sizes(env, monkeypatch)
     claims = await together(*(lambda t=t: env.claim(7, trigger_id=t) for t in ids))
     for trigger_id, claim in zip(ids, claims, strict=True):
-        assert isinstance(claim, Claim) and claim.claimed and claim.action == "fire"
-        assert claim.reservation_id is not None and trigger_id in claim.reservation_id
+        assert isinstance(claim, Claim)
+        assert claim.claimed
+        assert claim.action == "fire"
+        assert claim.reservation_id is not None
+        assert trigger_id in claim.reservation_id
         assert (await env.held(trigger_id)).active_run_id == claim.reservation_id
     if sizes is not None:
         assert sum(sizes) == len(ids) - 1 or sum(sizes) == len(ids)  # the first may run alone
@@ -98,15 +101,20 @@ async def test_a_refused_call_in_a_batch_changes_no_other_answer(
         lambda: env.claim(9, trigger_id="c"),
     )
     a, b, absent, c = answers
-    assert isinstance(a, Claim) and a.claimed
-    assert isinstance(c, Claim) and c.claimed
-    assert isinstance(b, TriggerError) and b.code == "stale_owner"
-    assert isinstance(absent, TriggerError) and absent.code == "unknown_trigger"
+    assert isinstance(a, Claim)
+    assert a.claimed
+    assert isinstance(c, Claim)
+    assert c.claimed
+    assert isinstance(b, TriggerError)
+    assert b.code == "stale_owner"
+    assert isinstance(absent, TriggerError)
+    assert absent.code == "unknown_trigger"
     assert (await env.ledger("b"), await env.held("b")) == before_b
     assert [r.occurrence for r in await env.ledger("a")] == [9]
     assert [r.occurrence for r in await env.ledger("c")] == [9]
     if sizes is not None:
-        assert sizes and max(sizes) > 1  # the batch was formed, refused, then run call by call
+        assert sizes
+        assert max(sizes) > 1
 
 
 async def test_a_database_failure_fails_the_whole_batch_and_writes_nothing(
@@ -134,7 +142,8 @@ async def test_a_database_failure_fails_the_whole_batch_and_writes_nothing(
         assert plain is not buffered
         assert await env.backdoor.dump() == before
     else:
-        assert isinstance(plain, Claim) and plain.claimed
+        assert isinstance(plain, Claim)
+        assert plain.claimed
     # Whatever failed is owed again: the next claims succeed.
     assert (await env.claim(9, trigger_id="buffered")).action == "buffer"
     again = await env.claim(9, trigger_id="plain")
@@ -161,8 +170,10 @@ async def test_bad_arguments_in_a_batch_fail_alone(env: Env) -> None:
         lambda: env.claim(4, trigger_id="ok"),
         lambda: env.store.record_result(bad),
     )
-    assert isinstance(good, Claim) and good.claimed
-    assert isinstance(refused, TriggerError) and refused.code == "invalid_options"
+    assert isinstance(good, Claim)
+    assert good.claimed
+    assert isinstance(refused, TriggerError)
+    assert refused.code == "invalid_options"
     with raises("invalid_options", path="occurrence"):
         await env.store.record_result(bad)
 

@@ -51,7 +51,8 @@ async def test_migrations_recorded_in_order_and_idempotent(tmp_path: Path) -> No
     assert _migrations(path) == NAMES
     async with open_sqlite_trigger_store(str(path), clock=ManualClock()) as store:
         got = await store.get("daily")
-        assert got is not None and got.revision == 1
+        assert got is not None
+        assert got.revision == 1
     assert _migrations(path) == NAMES
     with sqlite3.connect(path) as connection:
         mode = connection.execute("PRAGMA journal_mode").fetchone()
@@ -59,7 +60,8 @@ async def test_migrations_recorded_in_order_and_idempotent(tmp_path: Path) -> No
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tt_trigger_fires'"
             " AND name = 'tt_trigger_fires_run_id'"
         ).fetchall()
-    assert mode == ("wal",) and index == [("tt_trigger_fires_run_id",)]
+    assert mode == ("wal",)
+    assert index == [("tt_trigger_fires_run_id",)]
 
 
 async def test_partial_schema_fails_to_open(tmp_path: Path) -> None:
@@ -69,7 +71,8 @@ async def test_partial_schema_fails_to_open(tmp_path: Path) -> None:
     with raises("store", "could not run trigger migrations") as caught:
         async with open_sqlite_trigger_store(str(path), clock=ManualClock()):
             pass  # pragma: no cover
-    assert caught.error is not None and isinstance(caught.error.__cause__, MigrationError)
+    assert caught.error is not None
+    assert isinstance(caught.error.__cause__, MigrationError)
 
 
 async def test_newer_database_is_refused(tmp_path: Path) -> None:
@@ -83,7 +86,8 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
         async with open_sqlite_trigger_store(str(path), clock=ManualClock()):
             pass  # pragma: no cover
     cause = caught.error.__cause__ if caught.error is not None else None
-    assert isinstance(cause, MigrationError) and "newer version" in str(cause)
+    assert isinstance(cause, MigrationError)
+    assert "newer version" in str(cause)
     assert "0005_from_the_future" in str(cause)
 
 
@@ -168,7 +172,8 @@ async def test_durability_across_reopen(tmp_path: Path) -> None:
             await SqliteBackdoor(store).dump(),
         )
     assert repr(after) == repr(before)
-    assert after[1] == before[1] and after[3] == before[3]
+    assert after[1] == before[1]
+    assert after[3] == before[3]
 
 
 async def test_memory_and_sqlite_agree_on_the_scenario(tmp_path: Path) -> None:
@@ -313,6 +318,7 @@ async def test_open_busy_beyond_busy_wait_is_a_store_error(
     with raises("store", "could not run trigger migrations") as caught:
         async with open_sqlite_trigger_store(str(path), clock=ManualClock(), busy_wait=0.5):
             pass  # pragma: no cover
-    assert caught.error is not None and isinstance(caught.error.__cause__, sqlite3.OperationalError)
+    assert caught.error is not None
+    assert isinstance(caught.error.__cause__, sqlite3.OperationalError)
     blocker.execute("ROLLBACK")
     blocker.close()

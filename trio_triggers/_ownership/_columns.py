@@ -134,6 +134,24 @@ def decode_row(values: Sequence[Any], method: str) -> RunRow:
         raise RunStoreError("decode_failed", method, str(exc)) from None
 
 
+def _acknowledgement(ack_text: object, requested: int | None) -> CancelAcknowledgement | None:
+    """The decoded ``cancel_acknowledgement_json`` column, which exists only after a request."""
+    if ack_text is None:
+        return None
+    if requested is None:
+        raise _Bad("a cancel acknowledgement exists without a request")
+    try:
+        ack = _ack_decoder.decode(ack_text)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError):
+        raise _Bad("column cancel_acknowledgement_json is not an acknowledgement") from None
+    if (
+        owner_problem(ack.owner, "ack.owner") is not None
+        or _instant(ack.observed_at_ms, "observed_at_ms", optional=False) is None
+    ):
+        raise _Bad("column cancel_acknowledgement_json is not an acknowledgement")
+    return ack
+
+
 def _decode(v: Sequence[Any]) -> RunRow:
     if len(v) != len(COLUMNS):
         raise _Bad("unexpected column count")
@@ -173,24 +191,14 @@ def _decode(v: Sequence[Any]) -> RunRow:
         raise _Bad("finished_at_ms must be set exactly for terminal rows")
     if (started is None) != (status == "pending"):
         raise _Bad("started_at_ms must be null exactly while pending")
-    ack = None
-    if ack_text is not None:
-        if requested is None:
-            raise _Bad("a cancel acknowledgement exists without a request")
-        try:
-            ack = _ack_decoder.decode(ack_text)
-        except (msgspec.DecodeError, TypeError):
-            raise _Bad("column cancel_acknowledgement_json is not an acknowledgement") from None
-        if (
-            owner_problem(ack.owner, "ack.owner") is not None
-            or _instant(ack.observed_at_ms, "observed_at_ms", optional=False) is None
-        ):
-            raise _Bad("column cancel_acknowledgement_json is not an acknowledgement")
+    ack = _acknowledgement(ack_text, requested)
     if result_json is not None and status != "completed":
         raise _Bad("result_json is present on a row that is not completed")
     if error is not None and status not in ("failed", "cancelled"):
         raise _Bad("error is present on a row that is not failed or cancelled")
-    assert run_id is not None and created is not None and state is not None
+    assert run_id is not None
+    assert created is not None
+    assert state is not None
     return RunRow(
         run_id=run_id,
         status=status,  # type: ignore[arg-type]

@@ -1166,7 +1166,8 @@ class _GroupCommit:
             else:
                 await item.wake.wait()
             if not item.finished:
-                assert item.promoted and not item.taken
+                assert item.promoted
+                assert not item.taken
                 await self._lead()
         except trio.Cancelled:
             if not item.taken:

@@ -215,10 +215,8 @@ def _import_flow(file: str, field: str, target: str, directory: Path) -> Callabl
     return obj  # type: ignore[no-any-return]
 
 
-def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> LoadedConfig:
-    """Read and validate a config file; raise :class:`ConfigError` on the first problem."""
-    config_path = Path(path)
-    file = str(path)
+def _read(file: str, config_path: Path) -> Config:
+    """Parse the TOML file and decode it into a :class:`Config` (shapes and types only)."""
     try:
         raw = config_path.read_bytes()
     except OSError as exc:
@@ -248,6 +246,11 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
         raise _from_validation(file, exc) from None
     config = msgspec.structs.replace(config, flows=decoded_flows)
 
+    return config
+
+
+def _check_settings(file: str, config: Config) -> None:
+    """The ranges of the runner and scheduler settings, which the types alone do not say."""
     _positive(file, "runner.poll_interval", config.runner.poll_interval)
     if config.runner.concurrency < 1:
         raise ConfigError(file, "runner.concurrency", "invalid_value", "must be at least 1")
@@ -270,6 +273,11 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
     if config.runner.host_id is not None and not config.runner.host_id:
         raise ConfigError(file, "runner.host_id", "invalid_value", "must not be empty")
 
+
+def _check_flows(
+    file: str, config: Config, base_dir: Path, *, import_flows: bool
+) -> dict[str, Callable[..., Any]]:
+    """Check every flow and import the Python ones; the flows a trigger may name."""
     python_flows: dict[str, Callable[..., Any]] = {}
     for flow_id, flow in config.flows.items():
         field = f"flows.{flow_id}"
@@ -297,10 +305,12 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
                     )
             assert flow.python is not None
             if import_flows:
-                python_flows[flow_id] = _import_flow(
-                    file, f"{field}.python", flow.python, config_path.parent
-                )
+                python_flows[flow_id] = _import_flow(file, f"{field}.python", flow.python, base_dir)
+    return python_flows
 
+
+def _triggers(file: str, config: Config) -> list[Trigger]:
+    """Every trigger as a validated declaration; an error names its ``triggers[i]`` path."""
     triggers: list[Trigger] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(config.triggers):
@@ -344,6 +354,17 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
                 file, f"{base}.{where}" if where else base, exc.code, exc.message
             ) from None
         triggers.append(trigger)
+    return triggers
+
+
+def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> LoadedConfig:
+    """Read and validate a config file; raise :class:`ConfigError` on the first problem."""
+    config_path = Path(path)
+    file = str(path)
+    config = _read(file, config_path)
+    _check_settings(file, config)
+    python_flows = _check_flows(file, config, config_path.parent, import_flows=import_flows)
+    triggers = _triggers(file, config)
     return LoadedConfig(
         path=config_path, config=config, triggers=triggers, python_flows=python_flows
     )

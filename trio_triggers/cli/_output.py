@@ -51,8 +51,9 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
             widths[i] = max(widths[i], len(cell))
     lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    lines.extend(
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    )
     return "\n".join(lines)
 
 
