@@ -191,11 +191,21 @@ from ._local_runner import (
     open_local_runner as open_local_runner,
 )
 
+# isort: split
+# --- The application stack: both stores on one database, the LocalRunner and a scheduler
+from ._app import (
+    DEFAULT_DATABASE as DEFAULT_DATABASE,
+    RunReport as RunReport,
+    Triggers as Triggers,
+    open_triggers as open_triggers,
+)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "CANCEL_KEY_PREFIX",
     "DEFAULT_CONCURRENCY",
+    "DEFAULT_DATABASE",
     "DEFAULT_HOST",
     "DEFAULT_PAGE_SIZE",
     "DURATION_BOUNDARIES_MS",
@@ -275,6 +285,7 @@ __all__ = [
     "Result",
     "RunContext",
     "RunInfo",
+    "RunReport",
     "RunRow",
     "RunSnapshot",
     "RunState",
@@ -300,6 +311,7 @@ __all__ = [
     "TriggerError",
     "TriggerStore",
     "TriggerSummary",
+    "Triggers",
     "TrioWallClock",
     "Updated",
     "WallClock",
@@ -322,6 +334,7 @@ __all__ = [
     "open_scheduler",
     "open_sqlite_run_store",
     "open_sqlite_trigger_store",
+    "open_triggers",
     "overlap_decision",
     "pending_after",
     "probe_from_check",

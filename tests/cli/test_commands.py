@@ -9,9 +9,9 @@ import pytest
 import trio
 
 from trio_triggers import SystemWallClock
+from trio_triggers._databases import open_stores
 from trio_triggers._store import Result
 from trio_triggers.cli import main
-from trio_triggers.cli._stores import open_stores
 
 CONFIG = """
 [flows.echo]

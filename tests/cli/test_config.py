@@ -186,6 +186,6 @@ def test_add_with_bad_cron_exits_2_and_writes_nothing(
     ],
 )
 def test_a_dsn_is_printed_without_its_password(db: str, shown: str) -> None:
-    from trio_triggers.cli._stores import shown_db
+    from trio_triggers._databases import shown_db
 
     assert shown_db(db) == shown

@@ -22,6 +22,7 @@ import trio
 
 from .._clock import SystemWallClock, WallClock
 from .._cron import Cron
+from .._databases import is_dsn, open_stores, shown_db
 from .._declarations import Trigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import iso
@@ -32,7 +33,6 @@ from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, parse_duration, print_json, render_table
-from ._stores import is_dsn, open_stores, shown_db
 
 __all__ = ["CliError", "dispatch"]
 

@@ -1,4 +1,9 @@
-"""Opening both stores of one database for the CLI: a SQLite file or a PostgreSQL DSN."""
+"""Opening both stores of one database: a SQLite file or a PostgreSQL DSN.
+
+One database holds the trigger store and the run store, so a run and the ledger row that
+launched it live and die together (one file to back up, one server to fail over). Used by
+:func:`trio_triggers.open_triggers` and by the command line.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,11 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from .._clock import WallClock
-from .._errors import TriggerError
-from .._ownership import HEARTBEAT_STALE_AFTER_MS, RunStore, open_sqlite_run_store
-from .._sqlite import SqliteDatabase
-from .._store import SqliteTriggerStore, TriggerStore
+from ._clock import WallClock
+from ._errors import TriggerError
+from ._ownership import HEARTBEAT_STALE_AFTER_MS, RunStore, open_sqlite_run_store
+from ._sqlite import SqliteDatabase
+from ._store import SqliteTriggerStore, TriggerStore
 
 __all__ = ["is_dsn", "open_stores", "shown_db"]
 
@@ -70,7 +75,7 @@ async def _open_postgres(
     dsn: str, *, clock: WallClock, stale_after_ms: int
 ) -> AsyncIterator[tuple[TriggerStore, RunStore]]:
     try:
-        from ..postgres import open_postgres_stores
+        from .postgres import open_postgres_stores
     except ImportError as exc:  # pragma: no cover - psycopg missing
         raise TriggerError(
             "store", "PostgreSQL needs the extra: pip install 'trio-triggers[postgres]'"

@@ -1,0 +1,352 @@
+"""``open_triggers``: the whole durable stack for a Trio application in one call.
+
+A durable "call my function every 2 seconds" needs a trigger store, a run store, a runner that
+executes flows, and a scheduler that claims boundaries and launches runs. Each is a separate
+piece on purpose (a test swaps any of them; a second process may run only the runner), but an
+application wants them wired the one way that is right for one process:
+
+* both stores on **one database** (a SQLite file by default, or a ``postgresql://`` DSN), so a
+  run and the ledger row that launched it are backed up, restored and failed over together;
+* the embedded :class:`~trio_triggers.LocalRunner` executing the flows registered with
+  :meth:`Triggers.flow`, and the scheduler launching through it;
+* one :meth:`Triggers.serve` for ``await nursery.start(app.serve)``: when it returns from
+  ``start`` both are serving; cancelling it stops both cleanly (runs in flight are handed back
+  as ``suspended`` and the next process resumes them; nothing is recorded as failed).
+
+Everything stays Trio-structured: no thread of our own, no global loop, no background task
+outside the caller's nursery.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Final, TypeVar, overload
+
+import msgspec
+import trio
+
+from ._clock import SystemWallClock, WallClock
+from ._databases import open_stores
+from ._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
+from ._errors import RunStoreError, TriggerError
+from ._identities import idempotency_key
+from ._json import JsonValue
+from ._local_runner import FlowFn, LocalRunner
+from ._ownership import OwnerId, RunRow, RunStatus, RunStore
+from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
+from ._scheduler._groups import one_exception
+from ._scheduler._options import validate_options, validate_poll_interval
+from ._store import HistoryPage, HistoryQuery, Outcome, TriggerStore
+
+__all__ = ["DEFAULT_DATABASE", "RunReport", "Triggers", "open_triggers"]
+
+#: The SQLite file ``open_triggers()`` uses when no database is named (relative to the cwd).
+DEFAULT_DATABASE: Final = "trio-triggers.sqlite"
+
+#: How often the scheduler inspects a launched run when nothing tells it the run ended. The
+#: library's own default (15 s) suits remote runners; an application's runs end in this process,
+#: so a run is settled within about a second of ending.
+APP_RUN_POLL_INTERVAL: Final = 1.0
+
+F = TypeVar("F", bound=FlowFn)
+
+_ISO_LENGTH: Final = len("1970-01-01T00:00:00.000Z")
+
+
+class RunReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One run as an application reads it: what ran, for which boundary, and how it ended.
+
+    ``error`` is the flow's own error text (``"ValueError: bad input"``, or a command's exit
+    status and output tail), which the fire ledger does not carry: the ledger says *that* a
+    run failed, the run says *why*. Instants are epoch milliseconds (UTC).
+    """
+
+    run_id: str
+    status: RunStatus
+    flow_id: str | None
+    trigger_id: str | None
+    """The trigger whose boundary launched the run (``None`` for a run started another way)."""
+    occurrence: int | None
+    """The cron boundary the run is for, epoch ms (``None`` as for ``trigger_id``)."""
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    owner: OwnerId | None
+    """The process executing it right now (``None`` unless ``status == "running"``)."""
+    input: JsonValue
+    result: JsonValue
+    """The flow's return value once ``completed`` (``None`` before, or for another status)."""
+    error: str | None
+    cancel_requested_at: int | None
+    idempotency_key: str | None
+
+    @classmethod
+    def of(cls, row: RunRow) -> RunReport:
+        """The report of one run-store row."""
+        trigger_id, occurrence = _boundary_of(row.idempotency_key)
+        return cls(
+            run_id=row.run_id,
+            status=row.status,
+            flow_id=row.flow_id,
+            trigger_id=trigger_id,
+            occurrence=occurrence,
+            created_at=row.created_at_ms,
+            started_at=row.started_at_ms,
+            finished_at=row.finished_at_ms,
+            owner=row.owner,
+            input=_decoded(row.input_json),
+            result=_decoded(row.result_json),
+            error=row.error,
+            cancel_requested_at=row.cancel_requested_at_ms,
+            idempotency_key=row.idempotency_key,
+        )
+
+
+def _decoded(text: str | None) -> JsonValue:
+    if text is None:
+        return None
+    try:
+        value: JsonValue = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+    return value
+
+
+def _boundary_of(key: str | None) -> tuple[str | None, int | None]:
+    """``(trigger_id, occurrence)`` of a scheduled run's key ``"<trigger_id>:<iso>"``.
+
+    The key is parsed back only when it round-trips exactly through :func:`idempotency_key`,
+    so a key made another way (a caller's own) is never misread as a boundary.
+    """
+    if key is None or len(key) <= _ISO_LENGTH + 1 or key[-_ISO_LENGTH - 1] != ":":
+        return None, None
+    trigger_id, stamp = key[: -_ISO_LENGTH - 1], key[-_ISO_LENGTH:]
+    try:
+        parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return None, None
+    delta = parsed.replace(tzinfo=datetime.UTC) - _EPOCH
+    occurrence = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if idempotency_key(trigger_id, occurrence) != key:
+        return None, None
+    return trigger_id, occurrence
+
+
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class Triggers:
+    """The durable stack of one database, opened by :func:`open_triggers`.
+
+    Register flows with :meth:`flow`, triggers with :meth:`schedule`, then serve with
+    ``await nursery.start(app.serve)``. The pieces stay reachable for everything else:
+    :attr:`store` (the trigger store), :attr:`runs` (the run store), :attr:`runner` (the
+    :class:`~trio_triggers.LocalRunner`) and :attr:`scheduler`.
+    """
+
+    def __init__(
+        self, store: TriggerStore, runs: RunStore, runner: LocalRunner, scheduler: Scheduler
+    ) -> None:
+        self._store = store
+        self._runs = runs
+        self._runner = runner
+        self._scheduler = scheduler
+        self._flow_names: dict[int, str] = {}
+
+    @property
+    def store(self) -> TriggerStore:
+        """The trigger store: declarations, claims, the fire ledger."""
+        return self._store
+
+    @property
+    def runs(self) -> RunStore:
+        """The run store: one row per run, its lease, its result or error."""
+        return self._runs
+
+    @property
+    def runner(self) -> LocalRunner:
+        """The embedded runner executing this application's flows."""
+        return self._runner
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler launching through :attr:`runner`."""
+        return self._scheduler
+
+    # --- flows -------------------------------------------------------------------------
+
+    @overload
+    def flow(self, name: F, /) -> F: ...
+
+    @overload
+    def flow(self, name: str | None = None, /) -> Callable[[F], F]: ...
+
+    def flow(self, name: str | F | None = None, /) -> F | Callable[[F], F]:
+        """Register ``async def fn(input, run)`` as a flow; its name defaults to ``fn.__name__``.
+
+        Use it as ``@app.flow``, ``@app.flow()`` or ``@app.flow("name")``, or call it as
+        ``app.flow("name")(fn)``. The function is returned unchanged, and may be passed to
+        :meth:`schedule` in place of its name.
+        """
+        if callable(name):
+            return self._register_flow(None, name)
+
+        def decorate(fn: F) -> F:
+            return self._register_flow(name, fn)
+
+        return decorate
+
+    def _register_flow(self, name: str | None, fn: F) -> F:
+        if not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)):
+            raise TriggerError(
+                "invalid_options",
+                f"flow {name or fn!r} must be an async function (input, run)",
+                "flow",
+            )
+        flow_id = name if name is not None else getattr(fn, "__name__", None)
+        if not isinstance(flow_id, str):
+            raise TriggerError("invalid_options", "give the flow a name: flow(name)", "flow")
+        self._runner.register(flow_id, fn)
+        self._flow_names[_key(fn)] = flow_id
+        return fn
+
+    # --- triggers ----------------------------------------------------------------------
+
+    async def schedule(
+        self,
+        trigger_id: str,
+        flow: str | FlowFn,
+        *,
+        cron: str,
+        timezone: str | None = None,
+        input: JsonValue = None,
+        overlap: Overlap = "skip",
+        catch_up: CatchUp = "none",
+        max_catch_up: int = 0,
+        enabled: bool = True,
+    ) -> RegisteredTrigger:
+        """Register (or update) a trigger of ``flow`` (a flow name or a registered function).
+
+        The declaration is validated before anything is written (``TriggerError`` with the
+        offending field's ``path``); registering the same declaration again changes nothing;
+        a serving scheduler sees a new or changed trigger at once.
+        """
+        if isinstance(flow, str):
+            flow_id = flow
+        else:
+            registered = self._flow_names.get(_key(flow))
+            if registered is None:
+                raise TriggerError(
+                    "invalid_trigger",
+                    f"{flow!r} is not a registered flow: decorate it with @app.flow first",
+                    "flow_id",
+                )
+            flow_id = registered
+        trigger = Trigger.make(
+            {
+                "id": trigger_id,
+                "flow_id": flow_id,
+                "input": input,
+                "cron": cron,
+                "timezone": timezone,
+                "overlap": overlap,
+                "catch_up": catch_up,
+                "max_catch_up": max_catch_up,
+                "enabled": enabled,
+            }
+        )
+        return await self._store.register(trigger)
+
+    # --- serving -----------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the runner and the scheduler until cancelled (``await nursery.start(app.serve)``).
+
+        ``start`` returns once both serve. Cancelling stops both: the scheduler detaches from
+        its runs without recording anything, and each flow in flight is cancelled and handed
+        back as ``suspended`` under its lease, for the next process to resume.
+        """
+        with one_exception():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._runner.serve)
+                await nursery.start(self._scheduler.serve)
+                task_status.started()
+
+    # --- readers -----------------------------------------------------------------------
+
+    async def history(
+        self,
+        *,
+        trigger_id: str | None = None,
+        run_id: str | None = None,
+        outcome: Outcome | None = None,
+        limit: int | None = None,
+    ) -> HistoryPage:
+        """The fire ledger, newest first (the trigger store's :class:`HistoryPage`)."""
+        return await self._store.history(
+            HistoryQuery(trigger_id=trigger_id, run_id=run_id, outcome=outcome, limit=limit)
+        )
+
+    async def run(self, run_id: str) -> RunReport | None:
+        """A run's state, timings, owner, result and the flow's own error; ``None`` if unknown."""
+        try:
+            row = await self._runs.get(run_id)
+        except RunStoreError as exc:
+            if exc.code == "not_found_row":
+                return None
+            raise
+        return RunReport.of(row)
+
+
+def _key(fn: object) -> int:
+    return id(fn)
+
+
+@asynccontextmanager
+async def open_triggers(
+    database: str | os.PathLike[str] = DEFAULT_DATABASE,
+    *,
+    clock: WallClock | None = None,
+    options: SchedulerOptions | None = None,
+    concurrency: int = 4,
+    owner: OwnerId | None = None,
+) -> AsyncIterator[Triggers]:
+    """Open both stores of ``database``, a LocalRunner and a scheduler; yield a :class:`Triggers`.
+
+    ``database`` is a SQLite file path (created if missing; ``":memory:"`` for a throwaway
+    one) or a ``postgresql://`` DSN (needs the ``[postgres]`` extra). ``clock`` is the wall
+    clock of every store and of the scheduler (default the system clock; pass a
+    :class:`~trio_triggers.TrioWallClock` to run the application under ``MockClock``).
+    ``options`` are the scheduler's (default: the library's, with ``run_poll_interval`` of
+    1 s); ``concurrency`` bounds the flows running at once; ``owner`` is the runner's fence
+    identity (default: this process).
+
+    Options are validated before the database is opened, so a bad one raises ``TriggerError``
+    (code ``invalid_options``, ``path`` the option) and writes nothing. Leaving the block closes
+    everything; serve inside it with ``await nursery.start(app.serve)``.
+    """
+    opts = (
+        options
+        if options is not None
+        else SchedulerOptions(run_poll_interval=APP_RUN_POLL_INTERVAL)
+    )
+    validate_options(opts)
+    validate_poll_interval(opts)  # the scheduler checks it when it serves; we check it now
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise TriggerError(
+            "invalid_options", "concurrency must be a positive integer", "concurrency"
+        )
+    db = os.fspath(database)
+    if not isinstance(db, str) or not db:
+        raise TriggerError("invalid_options", "database must be a file path or a DSN", "database")
+    wall: WallClock = clock if clock is not None else SystemWallClock()
+    with one_exception():
+        async with open_stores(db, clock=wall) as (store, runs):
+            runner = LocalRunner(runs, clock=wall, owner=owner, concurrency=concurrency)
+            async with open_scheduler(store, runner, options=opts, clock=wall) as scheduler:
+                app = Triggers(store, runs, runner, scheduler)
+                yield app
