@@ -193,3 +193,44 @@ async def test_nothing_is_claimed_past_a_failed_claim(
     rows = await ledger(store)
     assert sorted(rows) == [H, 2 * H, 3 * H]  # every owed boundary is in the ledger
     assert rows[3 * H][0] == "skipped"  # behind 2H's run, under skip
+
+
+async def test_a_predecessor_is_not_stranded_when_supersede_is_edited_away(
+    autojump_clock: MockClock, sim: Sim, runner: ScriptedRunner
+) -> None:
+    """Issue 21 item 2. run-1 runs for H; a supersede claimant reserves 2H over it and dies
+    before cancelling it; the trigger is then edited to ``skip``. When the reservation's lease
+    expires, run-1 gets the holder slot back, so a tick reaches it and its ``launched`` row
+    settles when it ends (before, the release dropped it and the row stayed launched forever).
+    """
+    store = MemoryTriggerStore(clock=sim.clock)
+    await store.register(hourly("supersede"))
+    options = SchedulerOptions(run_poll_interval=60)
+    async with open_scheduler(store, runner, options=options, clock=sim.clock) as first:
+        await sim.tick(first, H)
+    assert runner.keys == [key("hourly", H)]
+    assert (await ledger(store))[H] == ("launched", "run-1")
+    # The claimant that dies: it reserves 2H (displacing run-1) and does nothing more.
+    await sim.advance_to(2 * H)
+    current = await store.get("hourly")
+    assert current is not None
+    claim = await store.claim_fire("hourly", 2 * H, expected_revision=current.revision)
+    assert claim.action == "supersede"
+    assert claim.active_run_id == "run-1"
+    edited = await store.register(hourly("skip"))
+    assert edited.overlap == "skip"
+    # A peer's claim is the first call to meet the expired lease (5 min, long gone at 3H).
+    await sim.advance_to(3 * H)
+    peer = await store.claim_fire("hourly", 3 * H, expected_revision=edited.revision)
+    assert peer.action == "skip"  # run-1 holds again, and 3H meets skip against it
+    assert (await store.inspect("hourly")).active_run_id == "run-1"
+    async with open_scheduler(store, runner, options=options, clock=sim.clock) as second:
+        await sim.tick(second)
+        runner.stop("run-1")
+        await sim.advance(2 * MIN)
+        await trio.testing.wait_all_tasks_blocked()
+        await sim.tick(second)
+    rows = await ledger(store)
+    assert rows[H] == ("completed", "run-1")
+    assert runner.cancelled == []  # nobody cancels a run the edit took out of supersede
+    assert rows[3 * H][0] == "skipped"  # 3H met the new policy against the running run-1

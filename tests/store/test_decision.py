@@ -207,6 +207,24 @@ def test_reclaim_under_supersede_recovers_predecessor() -> None:
     assert decision.claim.active_run_id == "run-1"
 
 
+@pytest.mark.parametrize("overlap", ["skip", "buffer-one"])
+def test_reclaim_after_an_edit_away_from_supersede_recovers_predecessor(overlap: str) -> None:
+    """A supersede claimant reserved occurrence 3 over run-1 and died; the trigger was then
+    edited to another policy. run-1 is still running and only the holder slot leads a tick to
+    it, so releasing the reservation gives it back, whatever the policy is now (issue 21)."""
+    decision = decide(
+        snap(
+            overlap=overlap,
+            active=res(3),
+            active_claimed_at=0,
+            active_fire=FireState(run_id="run-1"),
+        )
+    )
+    assert decision.writes[0] == ReleaseReservation(expected=res(3), holder="run-1", pending=3)
+    # run-1 holds again, so the new boundary meets the new policy against a running run.
+    assert decision.claim.action == ("skip" if overlap == "skip" else "buffer")
+
+
 def test_reclaim_own_occurrence_under_supersede_marks_nothing() -> None:
     decision = decide(
         snap(
@@ -429,9 +447,11 @@ def model_claim(s: ClaimSnapshot) -> tuple[Claim, Model]:
             and behind_expired.outcome in (None, "buffered")
         ):
             recovered = behind_expired.run_id
+            # The displaced run gets the holder back under any policy (issue 21: a policy
+            # edited away from supersede must not strand it).
+            if recovered is not None and not recovered.startswith("trigger-reservation:"):
+                state.holder = recovered
             if s.overlap == "supersede":
-                if recovered is not None and not recovered.startswith("trigger-reservation:"):
-                    state.holder = recovered
                 if owed != s.occurrence:
                     state.outcomes[owed] = "superseded"
             elif owed != s.occurrence:

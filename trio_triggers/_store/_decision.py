@@ -265,9 +265,14 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
             and expired_fire is not None
             and is_unfinished(expired_fire.outcome)
         ):
+            # The expired reservation's row names the run it displaced (a supersede claimant
+            # records it there). That run is still running and nobody else will ever settle it,
+            # so it gets the holder slot back whatever the policy is now: a policy edited away
+            # from ``supersede`` while the claimant was dead must not strand it (§10.4 gives it
+            # back always; the contract's §10.2 step 3 only under supersede, which we go past).
+            if expired_fire.run_id is not None and not is_reservation(expired_fire.run_id):
+                holder = expired_fire.run_id
             if snapshot.overlap == "supersede":
-                if expired_fire.run_id is not None and not is_reservation(expired_fire.run_id):
-                    holder = expired_fire.run_id
                 if expired_occurrence != occurrence:
                     writes.append(
                         SetOutcome(
