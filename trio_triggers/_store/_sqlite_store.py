@@ -2,8 +2,9 @@
 
 Each method is one transaction on the shared :class:`~trio_triggers._sqlite.SqliteDatabase`
 (``BEGIN IMMEDIATE`` for every method that may write, a deferred ``BEGIN`` snapshot for the
-read-only ones), running the same method bodies as every other store (:mod:`._engine`). Only
-the row reads and the writes of :mod:`._decision` are written here, each as one statement.
+read-only ones), running the same method bodies as every other store (:mod:`._bodies`, through
+the seam :mod:`._backend`). Only the row reads and the writes of :mod:`._decision` are written
+here, each as one statement.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from .._errors import TriggerError
 from .._executor import Executor
 from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
 from ._attention import UNKNOWN
-from ._decision import TriggerWrite
-from ._engine import (
+from ._backend import (
     ATTENTION_COLUMNS,
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
@@ -36,12 +36,15 @@ from ._engine import (
     RawState,
     RawTrigger,
     StoreTx,
+    TriggerWrite,
     failure_for,
     run_bodies,
+    statement_for,
+    statements_for,
     write_failed,
+    write_statements,
 )
 from ._models import HistoryQuery
-from ._sql_writes import statement_for, statements_for, write_statements
 
 __all__ = [
     "TRIGGER_MIGRATIONS",

@@ -1,9 +1,10 @@
 """The PostgreSQL trigger store.
 
 Every method is one transaction on one pooled connection (:mod:`._database`), running the same
-method bodies as the memory and SQLite stores (:mod:`trio_triggers._store._engine`), which call
-the same pure claim decision (:mod:`trio_triggers._store._decision`). Only the row reads and the
-decision's writes are written here, each as one statement.
+method bodies as the memory and SQLite stores (:mod:`trio_triggers._store._bodies`, through the
+seam :mod:`trio_triggers._store._backend`), which call the same pure claim decision
+(:mod:`trio_triggers._store._decision`). Only the row reads and the decision's writes are written
+here, each as one statement.
 
 What makes a read-decide-write atomic on a server with many writers: every method that may write
 reads the trigger row first with ``SELECT … FOR UPDATE`` (:meth:`_PostgresTx.state`), so two
@@ -25,8 +26,7 @@ from psycopg.rows import TupleRow
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._store._decision import TriggerWrite
-from .._store._engine import (
+from .._store._backend import (
     ATTENTION_COLUMNS,
     READ_ONLY_METHODS,
     TRIGGER_COLUMNS,
@@ -42,12 +42,15 @@ from .._store._engine import (
     RawState,
     RawTrigger,
     StoreTx,
+    TriggerWrite,
     failure_for,
     run_bodies,
+    statement_for,
+    statements_for,
     write_failed,
+    write_statements,
 )
 from .._store._models import HistoryQuery
-from .._store._sql_writes import statement_for, statements_for, write_statements
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
