@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 from .._clock import WallClock
 from .._errors import RunStoreError
 from .._executor import Executor
-from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase, Synchronous
+from .._migrations import Migration, MigrationError, owns_run_migration
+from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
 from ._base import RunStoreBase
 from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
 from ._decide import Decision
@@ -122,11 +123,6 @@ RUN_MIGRATIONS: list[Migration] = [
         ],
     ),
 ]
-
-
-def owns_run_migration(name: str) -> bool:
-    """The run store's migrations are the names starting with ``runs_``."""
-    return name.startswith("runs_")
 
 
 _SELECT_ONE = f"SELECT {SELECT_LIST} FROM tt_runs WHERE run_id = ?"

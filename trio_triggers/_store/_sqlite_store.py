@@ -18,7 +18,8 @@ from typing import Any, Final, Literal, TypeVar
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
+from .._migrations import Migration, MigrationError, owns_trigger_migration
+from .._sqlite import BUSY_WAIT_S, SqliteDatabase
 from ._attention import UNKNOWN
 from ._backend import (
     ATTENTION_COLUMNS,
@@ -49,7 +50,6 @@ from ._models import HistoryQuery
 __all__ = [
     "TRIGGER_MIGRATIONS",
     "SqliteTriggerStore",
-    "is_trigger_migration",
     "open_sqlite_trigger_store",
 ]
 
@@ -123,14 +123,6 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
-
-
-def is_trigger_migration(name: str) -> bool:
-    """Whether a recorded migration name belongs to the trigger store (``NNNN_...``).
-
-    The run store's names start with ``runs_``, so both stores can share one database.
-    """
-    return len(name) > 5 and name[:4].isdigit() and name[4] == "_"
 
 
 _COLUMNS = ", ".join(TRIGGER_COLUMNS)
@@ -387,7 +379,7 @@ class SqliteTriggerStore(EngineStore):
         ``could not run trigger migrations`` with the reason as ``__cause__``.
         """
         try:
-            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=is_trigger_migration)
+            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
         except MigrationError as exc:
             raise TriggerError("store", "could not run trigger migrations") from exc
         except sqlite3.Error as exc:
