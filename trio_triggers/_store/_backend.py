@@ -43,76 +43,43 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
 from ._codec import (
-    ATTENTION_COLUMNS as ATTENTION_COLUMNS,
-)
-from ._codec import (
-    STATE_COLUMNS as STATE_COLUMNS,
-)
-from ._codec import (
-    TRIGGER_COLUMNS as TRIGGER_COLUMNS,
-)
-from ._codec import (
-    EncodedTrigger as EncodedTrigger,
-)
-from ._codec import (
-    failure_for as failure_for,
-)
-from ._codec import (
-    read_failed as read_failed,
-)
-from ._codec import (
-    write_failed as write_failed,
+    ATTENTION_COLUMNS,
+    STATE_COLUMNS,
+    TRIGGER_COLUMNS,
+    EncodedTrigger,
+    failure_for,
+    read_failed,
+    write_failed,
 )
 from ._decision import (
-    AdvanceCursor as AdvanceCursor,
+    AdvanceCursor,
+    ClearPendingIf,
+    ReleaseReservation,
+    ReplaceHolder,
+    Reserve,
+    SetOutcome,
+    SetPending,
+    SetRunId,
+    TriggerWrite,
+    WriteFire,
+    after_cursor,
+    is_prunable,
 )
-from ._decision import (
-    ClearPendingIf as ClearPendingIf,
-)
-from ._decision import (
-    ReleaseReservation as ReleaseReservation,
-)
-from ._decision import (
-    ReplaceHolder as ReplaceHolder,
-)
-from ._decision import (
-    Reserve as Reserve,
-)
-from ._decision import (
-    SetOutcome as SetOutcome,
-)
-from ._decision import (
-    SetPending as SetPending,
-)
-from ._decision import (
-    SetRunId as SetRunId,
-)
-from ._decision import (
-    TriggerWrite as TriggerWrite,
-)
-from ._decision import (
-    WriteFire as WriteFire,
-)
-from ._decision import (
-    after_cursor as after_cursor,
-)
-from ._decision import (
-    is_prunable as is_prunable,
-)
-from ._engine import EngineStore as EngineStore
-from ._group_commit import BatchItemFailed as BatchItemFailed
-from ._group_commit import run_bodies as run_bodies
+from ._engine import EngineStore
+from ._group_commit import BatchItemFailed, run_bodies
 from ._models import HistoryQuery
-from ._protocol import READ_ONLY_METHODS as READ_ONLY_METHODS
-from ._protocol import Method as Method
-from ._sql_writes import (
-    statement_for as statement_for,
-)
-from ._sql_writes import (
-    statements_for as statements_for,
-)
-from ._sql_writes import (
-    write_statements as write_statements,
+from ._protocol import READ_ONLY_METHODS, Method
+from ._sql import (
+    Statement,
+    TriggerSql,
+    WriteStatements,
+    history_statement,
+    split_state_with_fire,
+    statement_for,
+    statements_for,
+    trigger_sql,
+    upsert_params,
+    write_statements,
 )
 
 __all__ = [
@@ -139,16 +106,23 @@ __all__ = [
     "SetOutcome",
     "SetPending",
     "SetRunId",
+    "Statement",
     "StoreTx",
+    "TriggerSql",
     "TriggerWrite",
     "WriteFire",
+    "WriteStatements",
     "after_cursor",
     "failure_for",
+    "history_statement",
     "is_prunable",
     "read_failed",
     "run_bodies",
+    "split_state_with_fire",
     "statement_for",
     "statements_for",
+    "trigger_sql",
+    "upsert_params",
     "write_failed",
     "write_statements",
 ]
