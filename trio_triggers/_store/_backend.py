@@ -10,9 +10,10 @@ worked examples):
    row read or a write, described on the method. Rows are plain tuples in the column orders of
    :data:`TRIGGER_COLUMNS`, :data:`STATE_COLUMNS` and :data:`ATTENTION_COLUMNS` (the ``Raw*``
    aliases); values are checked by the engine, not by you. ``apply`` receives the decision's
-   writes (:data:`TriggerWrite`); a SQL backend turns them into statements with
-   :func:`statements_for` and the dialect's :func:`trigger_sql` table, which has every other
-   statement too.
+   writes (:data:`TriggerWrite`: a handful of conditional updates). A SQL backend takes every
+   statement, the writes' included (:meth:`TriggerSql.statements`), from its dialect's
+   :func:`trigger_sql` table and only executes them; its schema's attention column defaults to
+   :data:`UNKNOWN` (rows written before the index are computed on first read).
 2. **Subclass** :class:`EngineStore` and implement ``_run(method, body, *, now=False)``: open one
    transaction (a read transaction is allowed when ``method in READ_ONLY_METHODS``), read the
    store clock once if ``now`` (else pass ``0``), call ``body(tx, now_ms)``, commit, and return its
@@ -20,8 +21,9 @@ worked examples):
    (``TriggerError``\\ s are the contract's refusals); a failure of the database itself becomes
    ``failure_for(method)`` raised ``from`` the driver error. Set ``_clock`` to the store clock.
 3. **Optionally batch**: set ``_batching = True`` and implement ``_run_batch(bodies, hints=...)``
-   with :func:`run_bodies` on one write transaction; raise :class:`BatchItemFailed` when a body
-   failed (it does that for you) and :func:`write_failed` when the database did.
+   with :func:`run_bodies` on one write transaction. Let its :class:`BatchItemFailed` (a body
+   failed; the engine then runs each call alone) propagate, and raise :func:`write_failed` from a
+   failure of the database.
 
 **What must lock what.** A method body's read-decide-write must be atomic against every other
 writer of the same trigger, in any process. A server backend therefore locks the trigger row in
@@ -42,6 +44,7 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
+from ._attention import UNKNOWN
 from ._codec import (
     ATTENTION_COLUMNS,
     STATE_COLUMNS,
@@ -69,24 +72,14 @@ from ._engine import EngineStore
 from ._group_commit import BatchItemFailed, run_bodies
 from ._models import HistoryQuery
 from ._protocol import READ_ONLY_METHODS, Method
-from ._sql import (
-    Statement,
-    TriggerSql,
-    WriteStatements,
-    history_statement,
-    split_state_with_fire,
-    statement_for,
-    statements_for,
-    trigger_sql,
-    upsert_params,
-    write_statements,
-)
+from ._sql import Statement, TriggerSql, trigger_sql
 
 __all__ = [
     "ATTENTION_COLUMNS",
     "READ_ONLY_METHODS",
     "STATE_COLUMNS",
     "TRIGGER_COLUMNS",
+    "UNKNOWN",
     "AdvanceCursor",
     "BatchItemFailed",
     "Body",
@@ -111,20 +104,13 @@ __all__ = [
     "TriggerSql",
     "TriggerWrite",
     "WriteFire",
-    "WriteStatements",
     "after_cursor",
     "failure_for",
-    "history_statement",
     "is_prunable",
     "read_failed",
     "run_bodies",
-    "split_state_with_fire",
-    "statement_for",
-    "statements_for",
     "trigger_sql",
-    "upsert_params",
     "write_failed",
-    "write_statements",
 ]
 
 

@@ -208,6 +208,31 @@ class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat: str  # (host, at)
     last_heartbeat: str
     writes: WriteStatements
+    param: str
+
+    def statement(self, trigger_id: str, write: TriggerWrite) -> Statement:
+        """The statement that applies ``write`` to ``trigger_id``'s rows."""
+        return statement_for(trigger_id, write, self.writes)
+
+    def statements(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> Iterator[Statement]:
+        """The statements for ``writes`` in order (see :func:`statements_for`)."""
+        return statements_for(trigger_id, writes, self.writes)
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> Statement:
+        """``history``'s read (see :func:`history_statement`)."""
+        return history_statement(query, fetch, self.param)
+
+    @staticmethod
+    def upsert_values(trigger: EncodedTrigger, registered_at: int) -> tuple[object, ...]:
+        """The parameters of :attr:`upsert`."""
+        return upsert_params(trigger, registered_at)
+
+    @staticmethod
+    def state_and_fire(
+        row: Sequence[object] | None,
+    ) -> tuple[tuple[object, ...], tuple[object, object] | None] | None:
+        """A :attr:`state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
+        return split_state_with_fire(row)
 
 
 def trigger_sql(
@@ -312,6 +337,7 @@ def trigger_sql(
             "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
         ),
         writes=write_statements(param=param, greatest=greatest, text_param=text_param),
+        param=param,
     )
 
 

@@ -13,40 +13,39 @@ import builtins
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
 from .._migrations import Migration, MigrationError, owns_trigger_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase
-from ._attention import UNKNOWN
 from ._backend import (
     READ_ONLY_METHODS,
+    UNKNOWN,
     BatchItemFailed,
-    Body,
-    EncodedTrigger,
     EngineStore,
-    Hint,
-    Method,
-    RawAttention,
-    RawDue,
-    RawFireRecord,
-    RawState,
-    RawTrigger,
-    StoreTx,
-    TriggerWrite,
     failure_for,
-    history_statement,
     run_bodies,
-    split_state_with_fire,
-    statement_for,
-    statements_for,
     trigger_sql,
-    upsert_params,
     write_failed,
 )
-from ._models import HistoryQuery
+
+if TYPE_CHECKING:
+    from ._backend import (
+        Body,
+        EncodedTrigger,
+        Hint,
+        Method,
+        RawAttention,
+        RawDue,
+        RawFireRecord,
+        RawState,
+        RawTrigger,
+        StoreTx,
+        TriggerWrite,
+    )
+    from ._models import HistoryQuery
 
 __all__ = [
     "TRIGGER_MIGRATIONS",
@@ -127,7 +126,6 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
 
 
 _SQL = trigger_sql(param="?", greatest="max", text_param="?")
-_WRITES = _SQL.writes
 
 
 class _SqliteTx:
@@ -159,7 +157,7 @@ class _SqliteTx:
     def state_with_fire(
         self, trigger_id: str, occurrence: int
     ) -> tuple[RawState, tuple[object, object] | None] | None:
-        return split_state_with_fire(
+        return _SQL.state_and_fire(
             self._c.execute(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
         )
 
@@ -172,7 +170,7 @@ class _SqliteTx:
         return value if isinstance(value, int) else None
 
     def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
-        self._c.execute(_SQL.upsert, upsert_params(trigger, registered_at))
+        self._c.execute(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         rows: list[RawAttention] = []
@@ -202,15 +200,15 @@ class _SqliteTx:
         return self._c.execute(_SQL.holding).fetchall()
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
-        self._c.execute(*statement_for(trigger_id, write, _WRITES))
+        self._c.execute(*_SQL.statement(trigger_id, write))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         execute = self._c.execute
-        for statement in statements_for(trigger_id, writes, _WRITES):
+        for statement in _SQL.statements(trigger_id, writes):
             execute(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
-        return self._c.execute(*history_statement(query, fetch, "?")).fetchall()
+        return self._c.execute(*_SQL.history(query, fetch)).fetchall()
 
     def prune(self, older_than: int) -> int:
         return self._c.execute(_SQL.prune, (older_than,)).rowcount

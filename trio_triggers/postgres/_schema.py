@@ -21,7 +21,7 @@ and opening reports ``could not run trigger migrations``.
 from __future__ import annotations
 
 from .._migrations import Migration, owns_run_migration, owns_trigger_migration
-from .._store._attention import UNKNOWN
+from .._store._backend import UNKNOWN
 
 __all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -29,36 +29,35 @@ from .._executor import Executor
 from .._store._backend import (
     READ_ONLY_METHODS,
     BatchItemFailed,
-    Body,
-    EncodedTrigger,
     EngineStore,
-    Hint,
-    Method,
-    RawAttention,
-    RawDue,
-    RawFireRecord,
-    RawState,
-    RawTrigger,
-    StoreTx,
-    TriggerWrite,
     failure_for,
-    history_statement,
     run_bodies,
-    split_state_with_fire,
-    statement_for,
-    statements_for,
     trigger_sql,
-    upsert_params,
     write_failed,
 )
-from .._store._models import HistoryQuery
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
+if TYPE_CHECKING:
+    from .._store._backend import (
+        Body,
+        EncodedTrigger,
+        Hint,
+        Method,
+        RawAttention,
+        RawDue,
+        RawFireRecord,
+        RawState,
+        RawTrigger,
+        StoreTx,
+        TriggerWrite,
+    )
+    from .._store._models import HistoryQuery
+
+__all__ = ["PostgresTriggerStore", "open_postgres_trigger_store"]
+
 # psycopg's errors; ValueError/OverflowError: psycopg refusing to adapt a parameter.
 _DRIVER_ERRORS = (psycopg.Error, ValueError, OverflowError)
-
-__all__ = ["PostgresTriggerStore", "open_postgres_trigger_store", "trigger_timeouts"]
 
 T = TypeVar("T")
 
@@ -74,7 +73,6 @@ _SQL = trigger_sql(
     skip_locked=" FOR UPDATE SKIP LOCKED",
     insert_fire_suffix=" ON CONFLICT DO NOTHING",
 )
-_WRITES = _SQL.writes
 # A batch's first reads: every named trigger row, locked in one order for every process (so two
 # batches cannot deadlock). The ledger rows are read by a SECOND statement of the same round
 # trip (_PREFETCH_FIRES): see _PostgresTx.state_with_fire for why one statement cannot do both.
@@ -198,7 +196,7 @@ class _PostgresTx:
             if ahead is not None and ahead[0] == occurrence:
                 return ahead[1]
         if not self._lock:
-            return split_state_with_fire(
+            return _SQL.state_and_fire(
                 self._query(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
             )
         # Lock the trigger row, THEN read its ledger row, in two statements. Under READ
@@ -234,7 +232,7 @@ class _PostgresTx:
 
     def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
         self._forget(trigger.trigger_id)
-        self._write(_SQL.upsert, upsert_params(trigger, registered_at))
+        self._write(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         return self._query(_ATTENTION_INPUTS, (list(trigger_ids),)).fetchall()
@@ -261,15 +259,15 @@ class _PostgresTx:
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self._forget(trigger_id)
-        self._write(*statement_for(trigger_id, write, _WRITES))
+        self._write(*_SQL.statement(trigger_id, write))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         self._forget(trigger_id)
-        for statement in statements_for(trigger_id, writes, _WRITES):
+        for statement in _SQL.statements(trigger_id, writes):
             self._write(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
-        rows = self._query(*history_statement(query, fetch, "%s")).fetchall()
+        rows = self._query(*_SQL.history(query, fetch)).fetchall()
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def prune(self, older_than: int) -> int:
@@ -282,22 +280,6 @@ class _PostgresTx:
     def last_heartbeat(self) -> tuple[object, object] | None:
         row = self._query(_SQL.last_heartbeat).fetchone()
         return None if row is None else (row[0], row[1])
-
-
-def trigger_timeouts(
-    *,
-    statement_timeout: float = 5.0,
-    lock_timeout: float = 2.0,
-    connect_timeout: float = 5.0,
-    pool_timeout: float = 5.0,
-) -> TimeoutSettings:
-    """The trigger store's default server-side bounds (seconds)."""
-    return TimeoutSettings(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
 
 
 class PostgresTriggerStore(EngineStore):
@@ -351,8 +333,7 @@ class PostgresTriggerStore(EngineStore):
             return await self._database.transaction(work)
         except TriggerError:
             raise
-        except (psycopg.Error, ValueError, OverflowError) as exc:
-            # ValueError/OverflowError: psycopg refusing to adapt a parameter.
+        except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
 
     async def _run_batch(
@@ -401,7 +382,7 @@ async def open_postgres_trigger_store(
     Failing to reach the server, or to migrate, raises ``store``,
     ``could not run trigger migrations`` with the driver error as ``__cause__``.
     """
-    timeouts = trigger_timeouts(
+    timeouts = TimeoutSettings(
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
