@@ -27,12 +27,14 @@ conformance tests (``tests/ownership``) run against every store a backend regist
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Final
+from collections.abc import Callable, Collection, Sequence
+from typing import Final, Generic, Protocol, TypeVar
 
 import msgspec
 
+from .._clock import WallClock
 from .._errors import RunStoreError
+from .._migrations import Migration, MigrationError, owns_run_migration
 from ._base import RunStoreBase
 from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
 from ._decide import Decision
@@ -49,6 +51,7 @@ __all__ = [
     "RunRow",
     "RunSql",
     "RunStoreBase",
+    "SqlRunStore",
     "changed_columns",
     "decode_row",
     "driver_error",
@@ -58,6 +61,48 @@ __all__ = [
 ]
 
 _CAUSE_DEPTH: Final = 8
+
+
+class Migrating(Protocol):
+    """A database that applies migrations (:func:`trio_triggers._migrations.apply_migrations`)."""
+
+    async def migrate(
+        self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
+    ) -> list[str]: ...
+
+
+DatabaseT = TypeVar("DatabaseT", bound=Migrating)
+
+
+class SqlRunStore(RunStoreBase, Generic[DatabaseT]):
+    """A run store on a SQL database object it may share with the trigger store (and never
+    closes): what the SQLite and PostgreSQL run stores have in common besides the SQL."""
+
+    #: This dialect's ``runs_...`` migrations.
+    _migrations: Sequence[Migration]
+    #: What a failed migration raises here (it becomes ``persistence_failed`` in ``open``).
+    _migration_errors: tuple[type[BaseException], ...] = (MigrationError,)
+
+    def __init__(
+        self,
+        database: DatabaseT,
+        *,
+        clock: WallClock | None = None,
+        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
+    ) -> None:
+        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
+        self._db = database
+
+    @property
+    def database(self) -> DatabaseT:
+        return self._db
+
+    async def migrate(self) -> list[str]:
+        """Create ``tt_runs`` if needed; returns the migration names applied now."""
+        try:
+            return await self._db.migrate(self._migrations, owns=owns_run_migration)
+        except self._migration_errors as exc:
+            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
 
 
 def driver_error(method: str, exc: BaseException, integrity: type[BaseException]) -> RunStoreError:

@@ -22,7 +22,7 @@ from typing import TypeVar
 from .._clock import WallClock
 from .._errors import RunStoreError
 from .._executor import Executor
-from .._migrations import Migration, MigrationError, owns_run_migration
+from .._migrations import Migration, owns_run_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
 from ._backend import (
     HEARTBEAT_STALE_AFTER_MS,
@@ -30,7 +30,7 @@ from ._backend import (
     Decision,
     Existing,
     RunRow,
-    RunStoreBase,
+    SqlRunStore,
     changed_columns,
     decode_row,
     driver_error,
@@ -152,7 +152,7 @@ def _write(conn: sqlite3.Connection, old: RunRow | None, new: RunRow) -> None:
         raise sqlite3.OperationalError("the row disappeared inside its transaction")
 
 
-class SqliteRunStore(RunStoreBase):
+class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     """The SQLite :class:`~trio_triggers.RunStore`. Build it with :func:`open_sqlite_run_store`.
 
     ``SqliteRunStore(database, clock=...)`` on an already open and migrated
@@ -160,26 +160,7 @@ class SqliteRunStore(RunStoreBase):
     The store never closes a database it was given.
     """
 
-    def __init__(
-        self,
-        database: SqliteDatabase,
-        *,
-        clock: WallClock | None = None,
-        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
-    ) -> None:
-        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
-        self._db = database
-
-    @property
-    def database(self) -> SqliteDatabase:
-        return self._db
-
-    async def migrate(self) -> list[str]:
-        """Create ``tt_runs`` if needed; returns the migration names applied now."""
-        try:
-            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
-        except MigrationError as exc:
-            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+    _migrations = RUN_MIGRATIONS
 
     async def _run(
         self, method: str, fn: Callable[[sqlite3.Connection], OutcomeT], *, write: bool

@@ -33,7 +33,7 @@ from .._ownership._backend import (
     Decision,
     Existing,
     RunRow,
-    RunStoreBase,
+    SqlRunStore,
     changed_columns,
     decode_row,
     driver_error,
@@ -41,7 +41,7 @@ from .._ownership._backend import (
     run_sql,
 )
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
-from ._schema import RUN_MIGRATIONS, owns_run_migration
+from ._schema import RUN_MIGRATIONS
 
 __all__ = ["PostgresRunStore", "open_postgres_run_store"]
 
@@ -72,34 +72,18 @@ def _update_and_commit(conn: Connection, old: RunRow, new: RunRow) -> None:
         raise psycopg.OperationalError("the row disappeared inside its transaction")
 
 
-class PostgresRunStore(RunStoreBase):
+class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     """The PostgreSQL :class:`~trio_triggers.RunStore`; build it with
     :func:`open_postgres_run_store`.
 
     ``PostgresRunStore(database, clock=...)`` on an open :class:`PostgresDatabase` is also fine;
-    call :meth:`migrate` once. The store never closes a database it was given.
+    call :meth:`migrate` once (it runs under the migration advisory lock). The store never closes
+    a database it was given.
     """
 
-    def __init__(
-        self,
-        database: PostgresDatabase,
-        *,
-        clock: WallClock | None = None,
-        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
-    ) -> None:
-        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
-        self._db = database
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
-
-    async def migrate(self) -> list[str]:
-        """Create ``tt_runs`` if needed (under the migration advisory lock)."""
-        try:
-            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
-        except Exception as exc:  # MigrationError, or the pool failing underneath it
-            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+    _migrations = RUN_MIGRATIONS
+    # A MigrationError, or the pool failing underneath it.
+    _migration_errors = (Exception,)
 
     async def _run(self, method: str, fn: Callable[[Connection], OutcomeT]) -> OutcomeT:
         try:
@@ -215,19 +199,18 @@ async def open_postgres_run_store(
         await store.migrate()
         yield store
         return
-    timeouts = TimeoutSettings(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
     try:
         database = await PostgresDatabase.open(
             dsn,
-            timeouts=timeouts,
+            application_name="trio-triggers:runs",
+            timeouts=TimeoutSettings(
+                statement_timeout=statement_timeout,
+                lock_timeout=lock_timeout,
+                connect_timeout=connect_timeout,
+                pool_timeout=pool_timeout,
+            ),
             pool_size=pool_size,
             executor=executor,
-            application_name="trio-triggers:runs",
             # Every connection open up front: a heartbeat never waits for a connect.
             min_size=pool_size,
         )

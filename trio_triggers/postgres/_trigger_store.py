@@ -382,19 +382,18 @@ async def open_postgres_trigger_store(
     Failing to reach the server, or to migrate, raises ``store``,
     ``could not run trigger migrations`` with the driver error as ``__cause__``.
     """
-    timeouts = TimeoutSettings(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
     try:
         database = await PostgresDatabase.open(
             dsn,
-            timeouts=timeouts,
+            application_name="trio-triggers:triggers",
+            timeouts=TimeoutSettings(
+                statement_timeout=statement_timeout,
+                lock_timeout=lock_timeout,
+                connect_timeout=connect_timeout,
+                pool_timeout=pool_timeout,
+            ),
             pool_size=pool_size,
             executor=executor,
-            application_name="trio-triggers:triggers",
         )
     except psycopg.Error as exc:
         raise TriggerError("store", "could not run trigger migrations") from exc
