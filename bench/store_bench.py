@@ -114,7 +114,7 @@ def sqlite_hand_written_peer(directory: Path, cycles: int) -> float:
     dirtied), without reading a snapshot first: what is left of the store's work when the
     decision is known in advance.
     """
-    from trio_triggers._store._engine import encode_trigger
+    from trio_triggers._store._codec import encode_trigger
     from trio_triggers._store._sqlite_store import TRIGGER_MIGRATIONS, _SqliteTx
 
     connection = sqlite3.connect(directory / "peer.sqlite", isolation_level=None)
@@ -175,7 +175,8 @@ def sqlite_engine_without_trio(directory: Path, cycles: int) -> float:
     Shows how much of the gap to the raw ceiling is the schema's work (several statements and
     pages per transaction) and how much is the async plumbing.
     """
-    from trio_triggers._store._engine import body_claim_fire, body_record_result, encode_trigger
+    from trio_triggers._store._bodies import body_claim_fire, body_record_result
+    from trio_triggers._store._codec import encode_trigger
     from trio_triggers._store._sqlite_store import TRIGGER_MIGRATIONS, _SqliteTx
 
     connection = sqlite3.connect(directory / "engine.sqlite", isolation_level=None)
@@ -278,11 +279,8 @@ def _postgres_engine_without_trio(dsn: str) -> Callable[[Path, int], float]:
     def engine(directory: Path, cycles: int) -> float:
         import psycopg
 
-        from trio_triggers._store._engine import (
-            body_claim_fire,
-            body_record_result,
-            encode_trigger,
-        )
+        from trio_triggers._store._bodies import body_claim_fire, body_record_result
+        from trio_triggers._store._codec import encode_trigger
         from trio_triggers.postgres._schema import TRIGGER_MIGRATIONS
         from trio_triggers.postgres._trigger_store import _PostgresTx
 

@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 from trio_triggers import ThreadExecutor
-from trio_triggers._sqlite import MigrationError, SqliteDatabase, is_busy_error
+from trio_triggers._migrations import MigrationError
+from trio_triggers._sqlite import SqliteDatabase, is_busy_error
 
 MIGRATIONS = [
     ("0001_a", ["CREATE TABLE a (x INTEGER NOT NULL)"]),

@@ -19,27 +19,23 @@ every store method as one transaction on it:
   transactions (never corrupting the file). ``synchronous="FULL"`` makes every commit durable
   against power loss at the cost of one more fsync per transaction.
 
-Migrations are ``(name, statements)`` pairs recorded in ``tt_migrations(name TEXT PRIMARY KEY NOT
-NULL)``; each is applied once, in its own transaction together with the row recording it. Both
-stores may share one database (and one connection): their migration names do not overlap, and
-each store recognises its own names through the ``owns`` predicate so a database written by a
-newer version (an owned name this version does not know) is refused.
+Migrations are run by :mod:`trio_triggers._migrations` (the same runner as PostgreSQL's). Both
+stores may share one database (and one connection): their migration names do not overlap.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import trio
 
 from ._executor import Executor, InlineExecutor
+from ._migrations import Migration, MigrationDialect, apply_migrations
 
 __all__ = [
     "BUSY_WAIT_S",
-    "Migration",
-    "MigrationError",
     "SqliteDatabase",
     "is_busy_error",
 ]
@@ -55,14 +51,7 @@ _MAX_BACKOFF_S = 0.05
 # SQL is constant text). Both stores together use a few dozen; the default is 128.
 _CACHED_STATEMENTS = 256
 
-Migration = tuple[str, Sequence[str]]
-"""A migration: its recorded name and the SQL statements it runs (in one transaction)."""
-
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-
-
-class MigrationError(Exception):
-    """A migration could not be applied, or the database was written by a newer version."""
 
 
 def is_busy_error(exc: BaseException) -> bool:
@@ -245,51 +234,15 @@ class SqliteDatabase:
     async def migrate(
         self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
     ) -> list[str]:
-        """Apply the ``migrations`` not yet recorded, in order; return the names applied.
+        """Apply the ``migrations`` not yet recorded, in order; return the names applied
+        (:func:`trio_triggers._migrations.apply_migrations`)."""
+        return await apply_migrations(self, migrations, owns=owns, dialect=_MIGRATIONS)
 
-        ``owns(name)`` tells which recorded names belong to the calling store; a recorded owned
-        name that ``migrations`` does not list means a newer version wrote this database, and
-        :class:`MigrationError` is raised before anything is applied. Any failure to apply a
-        migration also raises :class:`MigrationError` (chained to the driver error).
-        """
-        known = [name for name, _ in migrations]
 
-        def recorded(conn: sqlite3.Connection) -> set[str]:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS tt_migrations (name TEXT PRIMARY KEY NOT NULL)"
-            )
-            return {str(row[0]) for row in conn.execute("SELECT name FROM tt_migrations")}
+def _execute(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
 
-        try:
-            done = await self.transaction(recorded)
-        except sqlite3.Error as exc:
-            raise MigrationError("could not read the migrations table") from exc
-        unknown = sorted(name for name in done if owns(name) and name not in known)
-        if unknown:
-            raise MigrationError(
-                "the database was written by a newer version (unknown migrations: "
-                + ", ".join(unknown)
-                + ")"
-            )
-        applied: list[str] = []
-        for name, statements in migrations:
-            if name in done:
-                continue
 
-            def apply(
-                conn: sqlite3.Connection, name: str = name, statements: Sequence[str] = statements
-            ) -> bool:
-                row = conn.execute("SELECT 1 FROM tt_migrations WHERE name = ?", (name,)).fetchone()
-                if row is not None:  # another connection applied it meanwhile
-                    return False
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO tt_migrations (name) VALUES (?)", (name,))
-                return True
-
-            try:
-                if await self.transaction(apply):
-                    applied.append(name)
-            except sqlite3.Error as exc:
-                raise MigrationError(f"could not apply migration {name}") from exc
-        return applied
+_MIGRATIONS: MigrationDialect[sqlite3.Connection] = MigrationDialect(
+    execute=_execute, param="?", errors=sqlite3.Error
+)

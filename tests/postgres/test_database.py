@@ -9,9 +9,9 @@ import trio
 
 from tests.pg_support import admin_connection
 from trio_triggers import ThreadExecutor
+from trio_triggers._migrations import MigrationError
 from trio_triggers.postgres._database import (
     Connection,
-    MigrationError,
     PostgresDatabase,
     TimeoutSettings,
     build_conninfo,

@@ -6,7 +6,8 @@ import psycopg.errors
 import pytest
 
 from tests.pg_support import admin_connection
-from trio_triggers.postgres._database import MigrationError, PostgresDatabase, TimeoutSettings
+from trio_triggers._migrations import MigrationError
+from trio_triggers.postgres._database import PostgresDatabase, TimeoutSettings
 from trio_triggers.postgres._schema import (
     RUN_MIGRATIONS,
     TRIGGER_MIGRATIONS,

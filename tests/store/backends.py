@@ -180,7 +180,7 @@ class MemoryBackdoor:
 
     async def dump(self) -> Dump:
         tables = self._store._raw_tables()
-        from trio_triggers._store._engine import TRIGGER_COLUMNS
+        from trio_triggers._store._backend import TRIGGER_COLUMNS
 
         return {
             "tt_triggers": [

@@ -1,7 +1,7 @@
 """Group commit: concurrent claims and results share transactions without changing answers.
 
 SQL stores (SQLite, PostgreSQL) run the ``claim_fire`` and ``record_result`` calls that arrive
-together in one transaction (``_store/_engine.py``, ``_GroupCommit``); the memory store runs
+together in one transaction (``_store/_group_commit.py``, ``GroupCommit``); the memory store runs
 each alone. Every test here runs on every backend and asserts the same answers and the same
 durable state, plus, where the store batches, that a batch was in fact formed.
 """

@@ -15,7 +15,8 @@ import trio.testing
 
 from trio_triggers import ThreadExecutor, TrioWallClock
 from trio_triggers._declarations import Trigger
-from trio_triggers._sqlite import MigrationError, SqliteDatabase
+from trio_triggers._migrations import MigrationError
+from trio_triggers._sqlite import SqliteDatabase
 from trio_triggers._store import (
     HistoryQuery,
     Result,

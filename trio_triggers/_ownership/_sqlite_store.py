@@ -17,17 +17,26 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._clock import WallClock
 from .._errors import RunStoreError
 from .._executor import Executor
-from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase, Synchronous
-from ._base import RunStoreBase
-from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
-from ._decide import Decision
-from ._models import Created, Existing, RunRow
-from ._owner import HEARTBEAT_STALE_AFTER_MS
+from .._migrations import Migration, owns_run_migration
+from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
+from ._backend import (
+    HEARTBEAT_STALE_AFTER_MS,
+    Created,
+    Decision,
+    Existing,
+    RunRow,
+    SqlRunStore,
+    changed_columns,
+    decode_row,
+    driver_error,
+    insert_values,
+    run_sql,
+)
 
 __all__ = ["RUN_MIGRATIONS", "SqliteRunStore", "open_sqlite_run_store", "owns_run_migration"]
 
@@ -124,50 +133,26 @@ RUN_MIGRATIONS: list[Migration] = [
 ]
 
 
-def owns_run_migration(name: str) -> bool:
-    """The run store's migrations are the names starting with ``runs_``."""
-    return name.startswith("runs_")
-
-
-_SELECT_ONE = f"SELECT {SELECT_LIST} FROM tt_runs WHERE run_id = ?"
-_SELECT_KEY = f"SELECT {SELECT_LIST} FROM tt_runs WHERE idempotency_key = ?"
-_INSERT = f"INSERT INTO tt_runs ({SELECT_LIST}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+_SQL = run_sql(param="?")
 
 
 def _driver_error(method: str, exc: BaseException) -> RunStoreError:
-    """``constraint`` for an integrity error anywhere in the chain (8 levels), else
-    ``persistence_failed``."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, sqlite3.IntegrityError):
-            return RunStoreError("constraint", method, "a database constraint was violated")
-        seen = seen.__cause__ or seen.__context__
-    return RunStoreError(
-        "persistence_failed", method, f"the database failed ({type(exc).__name__})"
-    )
+    return driver_error(method, exc, sqlite3.IntegrityError)
 
 
 def _write(conn: sqlite3.Connection, old: RunRow | None, new: RunRow) -> None:
-    values = row_columns(new)
     if old is None:
-        conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+        conn.execute(_SQL.insert, insert_values(new))
         return
-    before = row_columns(old)
-    changed = [c for c in COLUMNS if values[c] != before[c]]
+    changed, values = changed_columns(old, new)
     if not changed:
         return
-    assignments = ", ".join(f"{c} = ?" for c in changed)
-    cursor = conn.execute(
-        f"UPDATE tt_runs SET {assignments} WHERE run_id = ?",
-        (*(values[c] for c in changed), new.run_id),
-    )
+    cursor = conn.execute(_SQL.update(changed), (*values, new.run_id))
     if cursor.rowcount != 1:
         raise sqlite3.OperationalError("the row disappeared inside its transaction")
 
 
-class SqliteRunStore(RunStoreBase):
+class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     """The SQLite :class:`~trio_triggers.RunStore`. Build it with :func:`open_sqlite_run_store`.
 
     ``SqliteRunStore(database, clock=...)`` on an already open and migrated
@@ -175,26 +160,7 @@ class SqliteRunStore(RunStoreBase):
     The store never closes a database it was given.
     """
 
-    def __init__(
-        self,
-        database: SqliteDatabase,
-        *,
-        clock: WallClock | None = None,
-        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
-    ) -> None:
-        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
-        self._db = database
-
-    @property
-    def database(self) -> SqliteDatabase:
-        return self._db
-
-    async def migrate(self) -> list[str]:
-        """Create ``tt_runs`` if needed; returns the migration names applied now."""
-        try:
-            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
-        except MigrationError as exc:
-            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+    _migrations = RUN_MIGRATIONS
 
     async def _run(
         self, method: str, fn: Callable[[sqlite3.Connection], OutcomeT], *, write: bool
@@ -210,7 +176,7 @@ class SqliteRunStore(RunStoreBase):
         self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
     ) -> OutcomeT:
         def txn(conn: sqlite3.Connection) -> OutcomeT:
-            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            found = conn.execute(_SQL.select_one, (run_id,)).fetchone()
             row = None if found is None else decode_row(found, method)
             decision = decide(row)
             if decision.row is not None:
@@ -228,12 +194,12 @@ class SqliteRunStore(RunStoreBase):
         def by_key(conn: sqlite3.Connection) -> RunRow | None:
             if idempotency_key is None:
                 return None
-            found = conn.execute(_SELECT_KEY, (idempotency_key,)).fetchone()
+            found = conn.execute(_SQL.select_key, (idempotency_key,)).fetchone()
             return None if found is None else decode_row(found, "create")
 
         def txn(conn: sqlite3.Connection) -> Created | Existing:
             existing = by_key(conn)
-            taken = conn.execute("SELECT 1 FROM tt_runs WHERE run_id = ?", (run_id,)).fetchone()
+            taken = conn.execute(_SQL.taken, (run_id,)).fetchone()
             decision = decide(existing, taken is not None)
             if decision is None:
                 raise RunStoreError("constraint", "create", "a run with that run_id already exists")
@@ -252,7 +218,7 @@ class SqliteRunStore(RunStoreBase):
 
     async def _get(self, run_id: str) -> RunRow | None:
         def read(conn: sqlite3.Connection) -> RunRow | None:
-            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            found = conn.execute(_SQL.select_one, (run_id,)).fetchone()
             return None if found is None else decode_row(found, "get")
 
         return await self._run("get", read, write=False)
@@ -261,29 +227,10 @@ class SqliteRunStore(RunStoreBase):
         self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
     ) -> list[RunRow]:
         method = "list_runs" if claimable_at is None else "find_claimable"
-        where: list[str] = []
-        params: list[Any] = []
-        if statuses is not None:
-            wanted = sorted(set(statuses))
-            if not wanted:
-                return []
-            where.append(f"status IN ({', '.join('?' for _ in wanted)})")
-            params.extend(wanted)
-        if claimable_at is not None:
-            cut = claimable_at - self._stale_after_ms
-            where.append(
-                "((claim_host_id IS NOT NULL AND claimed_at_ms < ?)"
-                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended'))"
-                " OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < ?))"
-            )
-            params.extend([cut, cut])
-        sql = f"SELECT {SELECT_LIST} FROM tt_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at_ms, run_id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        query = _SQL.list_runs(statuses, limit, claimable_at, self._stale_after_ms)
+        if query is None:
+            return []
+        sql, params = query
 
         def read(conn: sqlite3.Connection) -> list[RunRow]:
             return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]

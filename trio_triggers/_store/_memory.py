@@ -2,7 +2,7 @@
 
 The rows mirror the SQL schema column for column (``tt_triggers``, ``tt_trigger_fires``,
 ``tt_scheduler_heartbeats``), and the method bodies are the same ones the SQLite store runs
-(:mod:`._engine`), so the two stores cannot drift apart.
+(:mod:`._bodies`, through the seam :mod:`._backend`), so the stores cannot drift apart.
 
 Atomicity: every call makes exactly one checkpoint, at its start, and then runs its whole body
 synchronously, so no other task can observe or interleave with a half-done call. A body that
@@ -21,23 +21,11 @@ from typing import TypeVar
 import trio
 
 from .._clock import SystemWallClock, WallClock
-from ._decision import (
-    AdvanceCursor,
-    ClearPendingIf,
-    ReleaseReservation,
-    ReplaceHolder,
-    Reserve,
-    SetOutcome,
-    SetPending,
-    SetRunId,
-    TriggerWrite,
-    WriteFire,
-    after_cursor,
-    is_prunable,
-)
-from ._engine import (
+from ._backend import (
     ATTENTION_COLUMNS,
     TRIGGER_COLUMNS,
+    AdvanceCursor,
+    ClearPendingIf,
     EncodedTrigger,
     EngineStore,
     Method,
@@ -46,8 +34,18 @@ from ._engine import (
     RawFireRecord,
     RawState,
     RawTrigger,
+    ReleaseReservation,
+    ReplaceHolder,
+    Reserve,
+    SetOutcome,
+    SetPending,
+    SetRunId,
     StoreTx,
+    TriggerWrite,
+    WriteFire,
+    after_cursor,
     failure_for,
+    is_prunable,
 )
 from ._models import HistoryQuery
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 from .._declarations import RegisteredTrigger, Trigger
 from ._attention import DueRow
@@ -18,7 +18,18 @@ from ._models import (
     SchedulerHeartbeat,
 )
 
-__all__ = ["AttentionStore", "TriggerStore"]
+__all__ = [
+    "ATTENTION_STORE_METHODS",
+    "METHODS",
+    "NO_TRIGGER_WRITE_METHODS",
+    "READ_ONLY_METHODS",
+    "TRIGGER_STORE_METHODS",
+    "TRIGGER_WRITE_METHODS",
+    "AttentionStore",
+    "Method",
+    "TriggerStore",
+    "protocol_methods",
+]
 
 
 @runtime_checkable
@@ -129,3 +140,68 @@ class AttentionStore(Protocol):
     async def holding(self) -> builtins.list[DueRow]:
         """Every row with a holder (a reservation or a run), ordered by id."""
         ...
+
+
+# --- the method names, declared once -------------------------------------------------------
+#
+# Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
+# bulk registration), grouped by what its transaction may write; tests/store/test_method_names.py
+# checks that the groups are exactly the protocols' methods. Everything that lists the methods
+# (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
+# them from here.
+
+ReadMethod = Literal[
+    "get",
+    "list",
+    "list_enabled",
+    "active_occurrence",
+    "history",
+    "inspect",
+    "last_heartbeat",
+    "next_attention",
+    "holding",
+]
+"""Methods that never write (a read transaction; a failure says ``trigger store read failed``)."""
+TriggerWriteMethod = Literal[
+    "register",
+    "register_many",
+    "claim_fire",
+    "claim_pending",
+    "record_result",
+    "restore_pending",
+    "set_pending",
+    "active_run",
+    "clear_active",
+    "prune_fires",
+]
+"""Methods that may write declarations, held state or the ledger."""
+TakeMethod = Literal["due"]
+"""``due``: writes only ``attention_at_ms`` (its take), which no declaration or ledger reads."""
+HeartbeatMethod = Literal["heartbeat"]
+"""``heartbeat``: writes only ``tt_scheduler_heartbeats``."""
+Method = Literal[ReadMethod, TriggerWriteMethod, TakeMethod, HeartbeatMethod]
+"""Every method a store runs as one transaction."""
+
+METHODS: Final[tuple[Method, ...]] = get_args(Method)
+READ_ONLY_METHODS: Final[frozenset[str]] = frozenset(get_args(ReadMethod))
+#: Methods that change no declaration, held state or ledger row (the reads and ``due``'s take).
+NO_TRIGGER_WRITE_METHODS: Final[frozenset[str]] = READ_ONLY_METHODS | frozenset(
+    get_args(TakeMethod)
+)
+#: Methods that may change a declaration, held state or a ledger row.
+TRIGGER_WRITE_METHODS: Final[frozenset[str]] = frozenset(get_args(TriggerWriteMethod))
+
+
+def protocol_methods(protocol: type) -> tuple[str, ...]:
+    """The public methods ``protocol`` declares, in declaration order."""
+    return tuple(
+        name
+        for name, value in vars(protocol).items()
+        if not name.startswith("_") and callable(value)
+    )
+
+
+#: The :class:`TriggerStore` methods, in declaration order.
+TRIGGER_STORE_METHODS: Final[tuple[str, ...]] = protocol_methods(TriggerStore)
+#: The :class:`AttentionStore` methods, in declaration order.
+ATTENTION_STORE_METHODS: Final[tuple[str, ...]] = protocol_methods(AttentionStore)

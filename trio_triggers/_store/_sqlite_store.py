@@ -2,8 +2,9 @@
 
 Each method is one transaction on the shared :class:`~trio_triggers._sqlite.SqliteDatabase`
 (``BEGIN IMMEDIATE`` for every method that may write, a deferred ``BEGIN`` snapshot for the
-read-only ones), running the same method bodies as every other store (:mod:`._engine`). Only
-the row reads and the writes of :mod:`._decision` are written here, each as one statement.
+read-only ones), running the same method bodies as every other store (:mod:`._bodies`, through
+the seam :mod:`._backend`). Only the row reads and the writes of :mod:`._decision` are written
+here, each as one statement.
 """
 
 from __future__ import annotations
@@ -12,41 +13,43 @@ import builtins
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._sqlite import BUSY_WAIT_S, Migration, MigrationError, SqliteDatabase
-from ._attention import UNKNOWN
-from ._decision import TriggerWrite
-from ._engine import (
-    ATTENTION_COLUMNS,
+from .._migrations import Migration, MigrationError, owns_trigger_migration
+from .._sqlite import BUSY_WAIT_S, SqliteDatabase
+from ._backend import (
     READ_ONLY_METHODS,
-    TRIGGER_COLUMNS,
+    UNKNOWN,
     BatchItemFailed,
-    Body,
-    EncodedTrigger,
     EngineStore,
-    Hint,
-    Method,
-    RawAttention,
-    RawDue,
-    RawFireRecord,
-    RawState,
-    RawTrigger,
-    StoreTx,
     failure_for,
     run_bodies,
+    trigger_sql,
     write_failed,
 )
-from ._models import HistoryQuery
-from ._sql_writes import statement_for, statements_for, write_statements
+
+if TYPE_CHECKING:
+    from ._backend import (
+        Body,
+        EncodedTrigger,
+        Hint,
+        Method,
+        RawAttention,
+        RawDue,
+        RawFireRecord,
+        RawState,
+        RawTrigger,
+        StoreTx,
+        TriggerWrite,
+    )
+    from ._models import HistoryQuery
 
 __all__ = [
     "TRIGGER_MIGRATIONS",
     "SqliteTriggerStore",
-    "is_trigger_migration",
     "open_sqlite_trigger_store",
 ]
 
@@ -122,90 +125,7 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 
 
-def is_trigger_migration(name: str) -> bool:
-    """Whether a recorded migration name belongs to the trigger store (``NNNN_...``).
-
-    The run store's names start with ``runs_``, so both stores can share one database.
-    """
-    return len(name) > 5 and name[:4].isdigit() and name[4] == "_"
-
-
-_COLUMNS = ", ".join(TRIGGER_COLUMNS)
-_SELECT_TRIGGER = f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = ?"
-_SELECT_TRIGGERS = f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id"
-_SELECT_ENABLED = f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
-_SELECT_STATE = (
-    "SELECT revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms "
-    "FROM tt_triggers WHERE trigger_id = ?"
-)
-_SELECT_STATE_WITH_FIRE = (
-    "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
-    "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
-    "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
-    "ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = ? "
-    "WHERE t.trigger_id = ?"
-)
-_SELECT_FIRE = (
-    "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = ? AND occurrence_at_ms = ?"
-)
-_INSERT_FIRE = "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (?, ?)"
-_WRITES = write_statements(param="?", greatest="max", text_param="?")
-_LAUNCHED_OCCURRENCE = (
-    "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
-    "WHERE trigger_id = ? AND run_id = ? AND outcome = 'launched'"
-)
-_UPSERT = """
-    INSERT INTO tt_triggers (
-        trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
-        enabled, revision, registered_at_ms, attention_at_ms
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL)
-    ON CONFLICT (trigger_id) DO UPDATE SET
-        flow_id = excluded.flow_id,
-        input_json = excluded.input_json,
-        cron = excluded.cron,
-        timezone = excluded.timezone,
-        overlap = excluded.overlap,
-        catch_up = excluded.catch_up,
-        max_catch_up = excluded.max_catch_up,
-        enabled = excluded.enabled,
-        revision = tt_triggers.revision + 1
-"""
-_PRUNE = """
-    DELETE FROM tt_trigger_fires
-    WHERE occurrence_at_ms < ?
-      AND outcome IN ('completed', 'failed', 'skipped', 'superseded')
-      AND NOT EXISTS (
-        SELECT 1 FROM tt_triggers AS t
-        WHERE t.trigger_id = tt_trigger_fires.trigger_id
-          AND ((t.pending_at_ms IS NOT NULL AND t.pending_at_ms = tt_trigger_fires.occurrence_at_ms)
-            OR (t.active_run_id IS NOT NULL AND t.active_run_id = tt_trigger_fires.run_id))
-      )
-"""
-_DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
-_ATTENTION_INPUTS = (
-    "SELECT " + ", ".join(ATTENTION_COLUMNS) + " FROM tt_triggers WHERE trigger_id IN "
-)
-_SET_ATTENTION = "UPDATE tt_triggers SET attention_at_ms = ? WHERE trigger_id = ?"
-_SET_REGISTERED_AT = (
-    "UPDATE tt_triggers SET registered_at_ms = ? WHERE trigger_id = ? AND registered_at_ms IS NULL"
-)
-_DUE = (
-    f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
-    "WHERE attention_at_ms IS NOT NULL AND attention_at_ms <= ? "
-    "ORDER BY attention_at_ms, trigger_id LIMIT ?"
-)
-_NEXT_ATTENTION = "SELECT min(attention_at_ms) FROM tt_triggers WHERE attention_at_ms IS NOT NULL"
-_HOLDING = (
-    f"SELECT {_DUE_COLUMNS} FROM tt_triggers WHERE active_run_id IS NOT NULL ORDER BY trigger_id"
-)
-_HEARTBEAT = (
-    "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (?, ?) "
-    "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
-)
-_LAST_HEARTBEAT = (
-    "SELECT host, ticked_at_ms FROM tt_scheduler_heartbeats "
-    "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
-)
+_SQL = trigger_sql(param="?", greatest="max", text_param="?")
 
 
 class _SqliteTx:
@@ -217,125 +137,87 @@ class _SqliteTx:
         self._c = connection
 
     def trigger(self, trigger_id: str) -> RawTrigger | None:
-        row: RawTrigger | None = self._c.execute(_SELECT_TRIGGER, (trigger_id,)).fetchone()
+        row: RawTrigger | None = self._c.execute(_SQL.select_trigger, (trigger_id,)).fetchone()
         return row
 
     def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
-        sql = _SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS
+        sql = _SQL.select_enabled if enabled_only else _SQL.select_triggers
         return self._c.execute(sql).fetchall()
 
     def state(self, trigger_id: str) -> RawState | None:
-        row: RawState | None = self._c.execute(_SELECT_STATE, (trigger_id,)).fetchone()
+        row: RawState | None = self._c.execute(_SQL.select_state, (trigger_id,)).fetchone()
         return row
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
         row: tuple[object, object] | None = self._c.execute(
-            _SELECT_FIRE, (trigger_id, occurrence)
+            _SQL.select_fire, (trigger_id, occurrence)
         ).fetchone()
         return row
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
     ) -> tuple[RawState, tuple[object, object] | None] | None:
-        row = self._c.execute(_SELECT_STATE_WITH_FIRE, (occurrence, trigger_id)).fetchone()
-        if row is None:
-            return None
-        return row[:6], ((row[7], row[8]) if row[6] else None)
+        return _SQL.state_and_fire(
+            self._c.execute(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
+        )
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
-        self._c.execute(_INSERT_FIRE, (trigger_id, occurrence))
+        self._c.execute(_SQL.insert_fire, (trigger_id, occurrence))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
-        row = self._c.execute(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
+        row = self._c.execute(_SQL.launched_occurrence, (trigger_id, run_id)).fetchone()
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
     def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
-        self._c.execute(
-            _UPSERT,
-            (
-                trigger.trigger_id,
-                trigger.flow_id,
-                trigger.input_json,
-                trigger.cron,
-                trigger.timezone,
-                trigger.overlap,
-                trigger.catch_up,
-                trigger.max_catch_up,
-                trigger.enabled,
-                registered_at,
-            ),
-        )
+        self._c.execute(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         rows: list[RawAttention] = []
         for start in range(0, len(trigger_ids), 500):
             chunk = trigger_ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
-            rows.extend(self._c.execute(f"{_ATTENTION_INPUTS}({marks})", chunk).fetchall())
+            rows.extend(self._c.execute(f"{_SQL.select_attention}IN ({marks})", chunk).fetchall())
         return rows
 
     def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
-        self._c.execute(_SET_ATTENTION, (attention_at, trigger_id))
+        self._c.execute(_SQL.set_attention, (attention_at, trigger_id))
 
     def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
-        self._c.execute(_SET_REGISTERED_AT, (registered_at, trigger_id))
+        self._c.execute(_SQL.set_registered_at, (registered_at, trigger_id))
 
     def due(self, now: int, limit: int) -> builtins.list[RawDue]:
-        return self._c.execute(_DUE, (now, limit)).fetchall()
+        return self._c.execute(_SQL.due, (now, limit)).fetchall()
 
     def hold(self, trigger_ids: Sequence[str], until: int) -> None:
-        self._c.executemany(_SET_ATTENTION, [(until, trigger_id) for trigger_id in trigger_ids])
+        self._c.executemany(_SQL.set_attention, [(until, trigger_id) for trigger_id in trigger_ids])
 
     def next_attention(self) -> object:
-        row = self._c.execute(_NEXT_ATTENTION).fetchone()
+        row = self._c.execute(_SQL.next_attention).fetchone()
         return None if row is None else row[0]
 
     def holding(self) -> builtins.list[RawDue]:
-        return self._c.execute(_HOLDING).fetchall()
+        return self._c.execute(_SQL.holding).fetchall()
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
-        self._c.execute(*statement_for(trigger_id, write, _WRITES))
+        self._c.execute(*_SQL.statement(trigger_id, write))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         execute = self._c.execute
-        for statement in statements_for(trigger_id, writes, _WRITES):
+        for statement in _SQL.statements(trigger_id, writes):
             execute(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
-        where: list[str] = []
-        params: list[object] = []
-        if query.trigger_id is not None:
-            where.append("trigger_id = ?")
-            params.append(query.trigger_id)
-        if query.run_id is not None:
-            where.append("run_id = ?")
-            params.append(query.run_id)
-        if query.outcome is not None:
-            where.append("outcome = ?")
-            params.append(query.outcome)
-        if query.cursor is not None:
-            where.append("(occurrence_at_ms < ? OR (occurrence_at_ms = ? AND trigger_id < ?))")
-            params.extend(
-                (query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id)
-            )
-        sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"
-        if fetch is not None:
-            sql += " LIMIT ?"
-            params.append(fetch)
-        return self._c.execute(sql, params).fetchall()
+        return self._c.execute(*_SQL.history(query, fetch)).fetchall()
 
     def prune(self, older_than: int) -> int:
-        return self._c.execute(_PRUNE, (older_than,)).rowcount
+        return self._c.execute(_SQL.prune, (older_than,)).rowcount
 
     def heartbeat(self, host: str, at: int) -> None:
-        self._c.execute(_HEARTBEAT, (host, at))
+        self._c.execute(_SQL.heartbeat, (host, at))
 
     def last_heartbeat(self) -> tuple[object, object] | None:
-        row: tuple[object, object] | None = self._c.execute(_LAST_HEARTBEAT).fetchone()
+        row: tuple[object, object] | None = self._c.execute(_SQL.last_heartbeat).fetchone()
         return row
 
 
@@ -384,7 +266,7 @@ class SqliteTriggerStore(EngineStore):
         ``could not run trigger migrations`` with the reason as ``__cause__``.
         """
         try:
-            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=is_trigger_migration)
+            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
         except MigrationError as exc:
             raise TriggerError("store", "could not run trigger migrations") from exc
         except sqlite3.Error as exc:

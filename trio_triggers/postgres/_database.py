@@ -19,13 +19,12 @@ transaction on one pooled connection:
   back: the stores turn the failure into their typed persistence error, and their callers (the
   scheduler's next tick, the heartbeat loop's next pulse) already know how to recover.
 
-Migrations are ``(name, statements)`` pairs recorded in ``tt_migrations(name TEXT PRIMARY KEY
-NOT NULL)``, the same table and rules as SQLite (:mod:`trio_triggers._sqlite`). Each is applied in
-its own transaction together with the row recording it, and every migration transaction first
-takes a transaction-scoped advisory lock (``pg_advisory_xact_lock``) keyed on the current schema,
-so two processes opening one database at the same moment apply each migration exactly once: the
-second waits for the first, then sees the name recorded and skips it. PostgreSQL DDL is
-transactional, so a migration that fails leaves nothing behind.
+Migrations are run by :mod:`trio_triggers._migrations`, the same runner, table and rules as
+SQLite's. Each is applied in its own transaction together with the row recording it, and every
+migration transaction first takes a transaction-scoped advisory lock (``pg_advisory_xact_lock``)
+keyed on the current schema, so two processes opening one database at the same moment apply each
+migration exactly once: the second waits for the first, then sees the name recorded and skips
+it. PostgreSQL DDL is transactional, so a migration that fails leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -41,13 +40,11 @@ import trio
 from psycopg.rows import TupleRow
 
 from .._executor import Executor, ThreadExecutor
-from .._sqlite import Migration, MigrationError
+from .._migrations import Migration, MigrationDialect, apply_migrations
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
     "Connection",
-    "Migration",
-    "MigrationError",
     "PostgresDatabase",
     "TimeoutSettings",
     "is_postgres_dsn",
@@ -288,56 +285,18 @@ class PostgresDatabase:
     async def migrate(
         self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
     ) -> list[str]:
-        """Apply the ``migrations`` not yet recorded, in order; return the names applied.
+        """Apply the ``migrations`` not yet recorded, in order; return the names applied
+        (:func:`trio_triggers._migrations.apply_migrations`, as on SQLite). Every transaction
+        here holds the schema's migration advisory lock."""
+        return await apply_migrations(self, migrations, owns=owns, dialect=_MIGRATIONS)
 
-        Same contract as :meth:`trio_triggers._sqlite.SqliteDatabase.migrate`: ``owns(name)``
-        tells which recorded names belong to the calling store, and a recorded owned name that
-        ``migrations`` does not list (a newer version wrote this database) raises
-        :class:`MigrationError` before anything is applied; so does any failure to apply one.
-        Every transaction here holds the schema's migration advisory lock.
-        """
-        known = [name for name, _ in migrations]
 
-        def recorded(conn: Connection) -> set[str]:
-            conn.execute(_MIGRATION_LOCK_SQL)
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS tt_migrations (name TEXT PRIMARY KEY NOT NULL)"
-            )
-            return {str(row[0]) for row in conn.execute("SELECT name FROM tt_migrations")}
+def _execute(conn: Connection, sql: str, params: tuple[object, ...]) -> list[TupleRow]:
+    # The migrations' DDL is constant text of this package (bytes: psycopg's query type).
+    cursor = conn.execute(sql.encode(), params or None)
+    return cursor.fetchall() if cursor.description is not None else []
 
-        try:
-            done = await self.transaction(recorded)
-        except psycopg.Error as exc:
-            raise MigrationError("could not read the migrations table") from exc
-        unknown = sorted(name for name in done if owns(name) and name not in known)
-        if unknown:
-            raise MigrationError(
-                "the database was written by a newer version (unknown migrations: "
-                + ", ".join(unknown)
-                + ")"
-            )
-        applied: list[str] = []
-        for name, statements in migrations:
-            if name in done:
-                continue
 
-            def apply(
-                conn: Connection,
-                name: str = name,
-                statements: Sequence[str] = statements,
-            ) -> bool:
-                conn.execute(_MIGRATION_LOCK_SQL)
-                row = conn.execute("SELECT 1 FROM tt_migrations WHERE name = %s", (name,))
-                if row.fetchone() is not None:  # another process applied it meanwhile
-                    return False
-                for statement in statements:
-                    conn.execute(statement.encode())
-                conn.execute("INSERT INTO tt_migrations (name) VALUES (%s)", (name,))
-                return True
-
-            try:
-                if await self.transaction(apply):
-                    applied.append(name)
-            except psycopg.Error as exc:
-                raise MigrationError(f"could not apply migration {name}") from exc
-        return applied
+_MIGRATIONS: MigrationDialect[Connection] = MigrationDialect(
+    execute=_execute, param="%s", errors=psycopg.Error, first=_MIGRATION_LOCK_SQL
+)

@@ -5,8 +5,8 @@ else can commit to it until this transaction ends, in any process on any host), 
 decision of :mod:`trio_triggers._ownership._decide` runs on it, and the changed columns are
 written before ``COMMIT`` (``ownership.md`` §1.5). Validation, the skew bound, store-clock readings
 and metrics come from :class:`~trio_triggers._ownership._base.RunStoreBase`, exactly as for the
-memory and SQLite stores; the column mapping and decode checks from
-:mod:`trio_triggers._ownership._columns`.
+memory and SQLite stores; it, the column mapping, the decode checks and the SQL come through the
+run store's backend seam, :mod:`trio_triggers._ownership._backend`.
 
 Because the heartbeat loop's timing holds only if a cancelled call returns promptly
 (``ownership.md`` §1.9) and a worker thread holding a transaction is never abandoned, every
@@ -27,105 +27,63 @@ import psycopg.errors
 from .._clock import WallClock
 from .._errors import RunStoreError
 from .._executor import Executor
-from .._ownership._base import RunStoreBase
-from .._ownership._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
-from .._ownership._decide import Decision
-from .._ownership._models import Created, Existing, RunRow
-from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS
+from .._ownership._backend import (
+    HEARTBEAT_STALE_AFTER_MS,
+    Created,
+    Decision,
+    Existing,
+    RunRow,
+    SqlRunStore,
+    changed_columns,
+    decode_row,
+    driver_error,
+    insert_values,
+    run_sql,
+)
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
-from ._schema import RUN_MIGRATIONS, owns_run_migration
+from ._schema import RUN_MIGRATIONS
 
-__all__ = ["PostgresRunStore", "open_postgres_run_store", "run_timeouts"]
+__all__ = ["PostgresRunStore", "open_postgres_run_store"]
 
 OutcomeT = TypeVar("OutcomeT")
 
-_SELECT_ONE = f"SELECT {SELECT_LIST} FROM tt_runs WHERE run_id = %s"
-_LOCK_ONE = _SELECT_ONE + " FOR UPDATE"
-_SELECT_KEY = f"SELECT {SELECT_LIST} FROM tt_runs WHERE idempotency_key = %s"
-_INSERT = (
-    f"INSERT INTO tt_runs ({SELECT_LIST}) VALUES ({', '.join('%s' for _ in COLUMNS)}) "
-    "ON CONFLICT (idempotency_key) DO NOTHING"
+_SQL = run_sql(
+    param="%s",
+    lock=" FOR UPDATE",
+    insert_suffix=" ON CONFLICT (idempotency_key) DO NOTHING",
+    status_array=True,
+    run_id_order='run_id COLLATE "C"',
 )
-_TAKEN = "SELECT 1 FROM tt_runs WHERE run_id = %s"
 
 
 def _driver_error(method: str, exc: BaseException) -> RunStoreError:
-    """``constraint`` for an integrity error anywhere in the chain (8 levels), else
-    ``persistence_failed`` (``ownership.md`` §9.1)."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, psycopg.IntegrityError):
-            return RunStoreError("constraint", method, "a database constraint was violated")
-        seen = seen.__cause__ or seen.__context__
-    return RunStoreError(
-        "persistence_failed", method, f"the database failed ({type(exc).__name__})"
-    )
+    return driver_error(method, exc, psycopg.IntegrityError)
 
 
 def _update_and_commit(conn: Connection, old: RunRow, new: RunRow) -> None:
     """Write the changed columns and COMMIT in one round trip (pipeline mode)."""
-    values = row_columns(new)
-    before = row_columns(old)
-    changed = [c for c in COLUMNS if values[c] != before[c]]
+    changed, values = changed_columns(old, new)
     if not changed:
         return
-    assignments = ", ".join(f"{c} = %s" for c in changed)
     with conn.pipeline():
-        cursor = conn.execute(
-            f"UPDATE tt_runs SET {assignments} WHERE run_id = %s",
-            (*(values[c] for c in changed), new.run_id),
-        )
+        cursor = conn.execute(_SQL.update(changed), (*values, new.run_id))
         conn.commit()
     if cursor.rowcount != 1:  # impossible under the row lock; it changed nothing, so say so
         raise psycopg.OperationalError("the row disappeared inside its transaction")
 
 
-def run_timeouts(
-    *,
-    statement_timeout: float = 0.5,
-    lock_timeout: float = 0.25,
-    connect_timeout: float = 5.0,
-    pool_timeout: float = 0.5,
-) -> TimeoutSettings:
-    """The run store's default server-side bounds (seconds), well below the 1 s heartbeat."""
-    return TimeoutSettings(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
-
-
-class PostgresRunStore(RunStoreBase):
+class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     """The PostgreSQL :class:`~trio_triggers.RunStore`; build it with
     :func:`open_postgres_run_store`.
 
     ``PostgresRunStore(database, clock=...)`` on an open :class:`PostgresDatabase` is also fine;
-    call :meth:`migrate` once. The store never closes a database it was given.
+    call :meth:`migrate` once (it runs under the migration advisory lock). The store never closes
+    a database it was given.
     """
 
-    def __init__(
-        self,
-        database: PostgresDatabase,
-        *,
-        clock: WallClock | None = None,
-        stale_after_ms: int = HEARTBEAT_STALE_AFTER_MS,
-    ) -> None:
-        super().__init__(clock=clock, stale_after_ms=stale_after_ms)
-        self._db = database
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
-
-    async def migrate(self) -> list[str]:
-        """Create ``tt_runs`` if needed (under the migration advisory lock)."""
-        try:
-            return await self._db.migrate(RUN_MIGRATIONS, owns=owns_run_migration)
-        except Exception as exc:  # MigrationError, or the pool failing underneath it
-            raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+    _migrations = RUN_MIGRATIONS
+    # A MigrationError, or the pool failing underneath it.
+    _migration_errors = (Exception,)
 
     async def _run(self, method: str, fn: Callable[[Connection], OutcomeT]) -> OutcomeT:
         try:
@@ -139,7 +97,7 @@ class PostgresRunStore(RunStoreBase):
         self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
     ) -> OutcomeT:
         def txn(conn: Connection) -> OutcomeT:
-            found = conn.execute(_LOCK_ONE, (run_id,)).fetchone()
+            found = conn.execute(_SQL.lock_one, (run_id,)).fetchone()
             row = None if found is None else decode_row(found, method)
             decision = decide(row)
             if decision.row is not None:
@@ -159,7 +117,7 @@ class PostgresRunStore(RunStoreBase):
         def by_key(conn: Connection) -> RunRow | None:
             if idempotency_key is None:
                 return None
-            found = conn.execute(_SELECT_KEY, (idempotency_key,)).fetchone()
+            found = conn.execute(_SQL.select_key, (idempotency_key,)).fetchone()
             return None if found is None else decode_row(found, "create")
 
         def txn(conn: Connection) -> Created | Existing:
@@ -167,18 +125,17 @@ class PostgresRunStore(RunStoreBase):
                 keyed = (
                     None
                     if idempotency_key is None
-                    else conn.execute(_SELECT_KEY, (idempotency_key,))
+                    else conn.execute(_SQL.select_key, (idempotency_key,))
                 )
-                taken = conn.execute(_TAKEN, (run_id,))
+                taken = conn.execute(_SQL.taken, (run_id,))
             found = None if keyed is None else keyed.fetchone()
             existing = None if found is None else decode_row(found, "create")
             decision = decide(existing, taken.fetchone() is not None)
             if decision is None:
                 raise RunStoreError("constraint", "create", "a run with that run_id already exists")
             if decision.row is not None:
-                values = row_columns(decision.row)
                 with conn.pipeline():  # the insert and COMMIT in one round trip
-                    cursor = conn.execute(_INSERT, tuple(values[c] for c in COLUMNS))
+                    cursor = conn.execute(_SQL.insert, insert_values(decision.row))
                     conn.commit()
                 if cursor.rowcount == 0:
                     # A racing create committed the key first (the insert waited for it): report
@@ -193,7 +150,7 @@ class PostgresRunStore(RunStoreBase):
 
     async def _get(self, run_id: str) -> RunRow | None:
         def read(conn: Connection) -> RunRow | None:
-            found = conn.execute(_SELECT_ONE, (run_id,)).fetchone()
+            found = conn.execute(_SQL.select_one, (run_id,)).fetchone()
             return None if found is None else decode_row(found, "get")
 
         return await self._run("get", read)
@@ -202,29 +159,10 @@ class PostgresRunStore(RunStoreBase):
         self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
     ) -> list[RunRow]:
         method = "list_runs" if claimable_at is None else "find_claimable"
-        where: list[str] = []
-        params: list[object] = []
-        if statuses is not None:
-            wanted = sorted(set(statuses))
-            if not wanted:
-                return []
-            where.append("status = ANY(%s)")
-            params.append(wanted)
-        if claimable_at is not None:
-            cut = claimable_at - self._stale_after_ms
-            where.append(
-                "((claim_host_id IS NOT NULL AND claimed_at_ms < %s)"
-                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended'))"
-                " OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < %s))"
-            )
-            params.extend([cut, cut])
-        sql = f"SELECT {SELECT_LIST} FROM tt_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += ' ORDER BY created_at_ms, run_id COLLATE "C"'
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        query = _SQL.list_runs(statuses, limit, claimable_at, self._stale_after_ms)
+        if query is None:
+            return []
+        sql, params = query
 
         def read(conn: Connection) -> list[RunRow]:
             return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
@@ -261,19 +199,18 @@ async def open_postgres_run_store(
         await store.migrate()
         yield store
         return
-    timeouts = run_timeouts(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
     try:
         database = await PostgresDatabase.open(
             dsn,
-            timeouts=timeouts,
+            application_name="trio-triggers:runs",
+            timeouts=TimeoutSettings(
+                statement_timeout=statement_timeout,
+                lock_timeout=lock_timeout,
+                connect_timeout=connect_timeout,
+                pool_timeout=pool_timeout,
+            ),
             pool_size=pool_size,
             executor=executor,
-            application_name="trio-triggers:runs",
             # Every connection open up front: a heartbeat never waits for a connect.
             min_size=pool_size,
         )

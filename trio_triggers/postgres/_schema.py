@@ -20,8 +20,8 @@ and opening reports ``could not run trigger migrations``.
 
 from __future__ import annotations
 
-from .._sqlite import Migration
-from .._store._attention import UNKNOWN
+from .._migrations import Migration, owns_run_migration, owns_trigger_migration
+from .._store._backend import UNKNOWN
 
 __all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
 
@@ -93,11 +93,6 @@ TRIGGER_MIGRATIONS: list[Migration] = [
         ],
     ),
 ]
-
-
-def owns_trigger_migration(name: str) -> bool:
-    """The trigger store's names are ``NNNN_...`` (as on SQLite); the run store's ``runs_...``."""
-    return len(name) > 5 and name[:4].isdigit() and name[4] == "_"
 
 
 _MAX_SAFE = "9007199254740991"
@@ -191,8 +186,3 @@ RUN_MIGRATIONS: list[Migration] = [
         ],
     ),
 ]
-
-
-def owns_run_migration(name: str) -> bool:
-    """The run store's migrations are the names starting with ``runs_`` (as on SQLite)."""
-    return name.startswith("runs_")

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import NamedTuple
 
 from .._clock import WallClock
-from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS
+from .._ownership._backend import HEARTBEAT_STALE_AFTER_MS
 from ._database import DEFAULT_POOL_SIZE
 from ._run_store import PostgresRunStore, open_postgres_run_store
 from ._trigger_store import PostgresTriggerStore, open_postgres_trigger_store

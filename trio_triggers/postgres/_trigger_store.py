@@ -1,9 +1,10 @@
 """The PostgreSQL trigger store.
 
 Every method is one transaction on one pooled connection (:mod:`._database`), running the same
-method bodies as the memory and SQLite stores (:mod:`trio_triggers._store._engine`), which call
-the same pure claim decision (:mod:`trio_triggers._store._decision`). Only the row reads and the
-decision's writes are written here, each as one statement.
+method bodies as the memory and SQLite stores (:mod:`trio_triggers._store._bodies`, through the
+seam :mod:`trio_triggers._store._backend`), which call the same pure claim decision
+(:mod:`trio_triggers._store._decision`). Only the row reads and the decision's writes are written
+here, each as one statement.
 
 What makes a read-decide-write atomic on a server with many writers: every method that may write
 reads the trigger row first with ``SELECT … FOR UPDATE`` (:meth:`_PostgresTx.state`), so two
@@ -17,7 +18,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -25,57 +26,53 @@ from psycopg.rows import TupleRow
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._executor import Executor
-from .._store._decision import TriggerWrite
-from .._store._engine import (
-    ATTENTION_COLUMNS,
+from .._store._backend import (
     READ_ONLY_METHODS,
-    TRIGGER_COLUMNS,
     BatchItemFailed,
-    Body,
-    EncodedTrigger,
     EngineStore,
-    Hint,
-    Method,
-    RawAttention,
-    RawDue,
-    RawFireRecord,
-    RawState,
-    RawTrigger,
-    StoreTx,
     failure_for,
     run_bodies,
+    trigger_sql,
     write_failed,
 )
-from .._store._models import HistoryQuery
-from .._store._sql_writes import statement_for, statements_for, write_statements
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
+
+if TYPE_CHECKING:
+    from .._store._backend import (
+        Body,
+        EncodedTrigger,
+        Hint,
+        Method,
+        RawAttention,
+        RawDue,
+        RawFireRecord,
+        RawState,
+        RawTrigger,
+        StoreTx,
+        TriggerWrite,
+    )
+    from .._store._models import HistoryQuery
+
+__all__ = ["PostgresTriggerStore", "open_postgres_trigger_store"]
 
 # psycopg's errors; ValueError/OverflowError: psycopg refusing to adapt a parameter.
 _DRIVER_ERRORS = (psycopg.Error, ValueError, OverflowError)
 
-__all__ = ["PostgresTriggerStore", "open_postgres_trigger_store", "trigger_timeouts"]
-
 T = TypeVar("T")
 
-_COLUMNS = ", ".join(TRIGGER_COLUMNS)
-_SELECT_TRIGGER = f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = %s"
-_SELECT_TRIGGERS = f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id"
-_SELECT_ENABLED = f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
-_STATE = (
-    "SELECT revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms "
-    "FROM tt_triggers WHERE trigger_id = %s"
+# Every method that may write reads its trigger row FOR UPDATE (see _PostgresTx.state), and
+# concurrent schedulers take disjoint due rows: a row another transaction has locked (a peer's
+# due read, or any write to that trigger) is skipped, and the read's take (_HOLD) moves the rows
+# it answers out of every later read until their next write.
+_SQL = trigger_sql(
+    param="%s",
+    greatest="GREATEST",
+    text_param="%s::text",
+    lock=" FOR UPDATE",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
+    insert_fire_suffix=" ON CONFLICT DO NOTHING",
 )
-_SELECT_STATE = _STATE
-_LOCK_STATE = _STATE + " FOR UPDATE"
-_STATE_WITH_FIRE = (
-    "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
-    "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
-    "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
-    "ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = %s "
-    "WHERE t.trigger_id = %s"
-)
-_SELECT_STATE_WITH_FIRE = _STATE_WITH_FIRE
 # A batch's first reads: every named trigger row, locked in one order for every process (so two
 # batches cannot deadlock). The ledger rows are read by a SECOND statement of the same round
 # trip (_PREFETCH_FIRES): see _PostgresTx.state_with_fire for why one statement cannot do both.
@@ -90,76 +87,8 @@ _PREFETCH_FIRES = (
     "JOIN tt_trigger_fires AS f "
     "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms"
 )
-_SELECT_FIRE = (
-    "SELECT outcome, run_id FROM tt_trigger_fires WHERE trigger_id = %s AND occurrence_at_ms = %s"
-)
-_INSERT_FIRE = (
-    "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES (%s, %s) "
-    "ON CONFLICT DO NOTHING"
-)
-_WRITES = write_statements(param="%s", greatest="GREATEST", text_param="%s::text")
-_LAUNCHED_OCCURRENCE = (
-    "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
-    "WHERE trigger_id = %s AND run_id = %s AND outcome = 'launched'"
-)
-_UPSERT = """
-    INSERT INTO tt_triggers (
-        trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up,
-        enabled, revision, registered_at_ms, attention_at_ms
-    ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, NULL)
-    ON CONFLICT (trigger_id) DO UPDATE SET
-        flow_id = excluded.flow_id,
-        input_json = excluded.input_json,
-        cron = excluded.cron,
-        timezone = excluded.timezone,
-        overlap = excluded.overlap,
-        catch_up = excluded.catch_up,
-        max_catch_up = excluded.max_catch_up,
-        enabled = excluded.enabled,
-        revision = tt_triggers.revision + 1
-"""
-_PRUNE = """
-    DELETE FROM tt_trigger_fires AS f
-    WHERE f.occurrence_at_ms < %s
-      AND f.outcome IN ('completed', 'failed', 'skipped', 'superseded')
-      AND NOT EXISTS (
-        SELECT 1 FROM tt_triggers AS t
-        WHERE t.trigger_id = f.trigger_id
-          AND ((t.pending_at_ms IS NOT NULL AND t.pending_at_ms = f.occurrence_at_ms)
-            OR (t.active_run_id IS NOT NULL AND t.active_run_id = f.run_id))
-      )
-"""
-_DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
-_ATTENTION_INPUTS = (
-    "SELECT " + ", ".join(ATTENTION_COLUMNS) + " FROM tt_triggers "
-    "WHERE trigger_id = ANY(%s::text[])"
-)
-_SET_ATTENTION = "UPDATE tt_triggers SET attention_at_ms = %s WHERE trigger_id = %s"
-_SET_REGISTERED_AT = (
-    "UPDATE tt_triggers SET registered_at_ms = %s "
-    "WHERE trigger_id = %s AND registered_at_ms IS NULL"
-)
-# Concurrent schedulers take disjoint due rows: a row another transaction has locked (a peer's
-# due read, or any write to that trigger) is skipped, and the read's take (HOLD) moves the rows
-# it answers out of every later read until their next write.
-_DUE = (
-    f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
-    "WHERE attention_at_ms IS NOT NULL AND attention_at_ms <= %s "
-    "ORDER BY attention_at_ms, trigger_id LIMIT %s FOR UPDATE SKIP LOCKED"
-)
+_ATTENTION_INPUTS = _SQL.select_attention + "= ANY(%s::text[])"
 _HOLD = "UPDATE tt_triggers SET attention_at_ms = %s WHERE trigger_id = ANY(%s::text[])"
-_NEXT_ATTENTION = "SELECT min(attention_at_ms) FROM tt_triggers WHERE attention_at_ms IS NOT NULL"
-_HOLDING = (
-    f"SELECT {_DUE_COLUMNS} FROM tt_triggers WHERE active_run_id IS NOT NULL ORDER BY trigger_id"
-)
-_HEARTBEAT = (
-    "INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES (%s, %s) "
-    "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
-)
-_LAST_HEARTBEAT = (
-    "SELECT host, ticked_at_ms FROM tt_scheduler_heartbeats "
-    "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
-)
 
 
 class _PostgresTx:
@@ -244,19 +173,19 @@ class _PostgresTx:
 
     def trigger(self, trigger_id: str) -> RawTrigger | None:
         self._forget(trigger_id)
-        return self._query(_SELECT_TRIGGER, (trigger_id,)).fetchone()
+        return self._query(_SQL.select_trigger, (trigger_id,)).fetchone()
 
     def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
-        return self._query(_SELECT_ENABLED if enabled_only else _SELECT_TRIGGERS).fetchall()
+        return self._query(_SQL.select_enabled if enabled_only else _SQL.select_triggers).fetchall()
 
     def state(self, trigger_id: str) -> RawState | None:
         self._forget(trigger_id)
-        sql = _LOCK_STATE if self._lock else _SELECT_STATE
+        sql = _SQL.lock_state if self._lock else _SQL.select_state
         return self._query(sql, (trigger_id,)).fetchone()
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
         self._forget(trigger_id)
-        row = self._query(_SELECT_FIRE, (trigger_id, occurrence)).fetchone()
+        row = self._query(_SQL.select_fire, (trigger_id, occurrence)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def state_with_fire(
@@ -267,10 +196,9 @@ class _PostgresTx:
             if ahead is not None and ahead[0] == occurrence:
                 return ahead[1]
         if not self._lock:
-            row = self._query(_SELECT_STATE_WITH_FIRE, (occurrence, trigger_id)).fetchone()
-            if row is None:
-                return None
-            return row[:6], ((row[7], row[8]) if row[6] else None)
+            return _SQL.state_and_fire(
+                self._query(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
+            )
         # Lock the trigger row, THEN read its ledger row, in two statements. Under READ
         # COMMITTED a statement reads from the snapshot taken when it starts: a locking read
         # that waits for another transaction's lock re-reads the LOCKED row at its newest
@@ -284,7 +212,7 @@ class _PostgresTx:
         # previous holder committed, and every ledger row of this trigger is written only
         # under that lock.
         state, fire = self._query_pair(
-            (_LOCK_STATE, (trigger_id,)), (_SELECT_FIRE, (trigger_id, occurrence))
+            (_SQL.lock_state, (trigger_id,)), (_SQL.select_fire, (trigger_id, occurrence))
         )
         raw = state.fetchone()
         if raw is None:
@@ -294,119 +222,64 @@ class _PostgresTx:
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._forget(trigger_id)
-        self._write(_INSERT_FIRE, (trigger_id, occurrence))
+        self._write(_SQL.insert_fire, (trigger_id, occurrence))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
         self._forget(trigger_id)
-        row = self._query(_LAUNCHED_OCCURRENCE, (trigger_id, run_id)).fetchone()
+        row = self._query(_SQL.launched_occurrence, (trigger_id, run_id)).fetchone()
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
     def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
         self._forget(trigger.trigger_id)
-        self._write(
-            _UPSERT,
-            (
-                trigger.trigger_id,
-                trigger.flow_id,
-                trigger.input_json,
-                trigger.cron,
-                trigger.timezone,
-                trigger.overlap,
-                trigger.catch_up,
-                trigger.max_catch_up,
-                trigger.enabled,
-                registered_at,
-            ),
-        )
+        self._write(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         return self._query(_ATTENTION_INPUTS, (list(trigger_ids),)).fetchall()
 
     def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
-        self._write(_SET_ATTENTION, (attention_at, trigger_id))
+        self._write(_SQL.set_attention, (attention_at, trigger_id))
 
     def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
         self._forget(trigger_id)
-        self._write(_SET_REGISTERED_AT, (registered_at, trigger_id))
+        self._write(_SQL.set_registered_at, (registered_at, trigger_id))
 
     def due(self, now: int, limit: int) -> builtins.list[RawDue]:
-        return self._query(_DUE, (now, limit)).fetchall()
+        return self._query(_SQL.due, (now, limit)).fetchall()
 
     def hold(self, trigger_ids: Sequence[str], until: int) -> None:
         self._write(_HOLD, (until, list(trigger_ids)))
 
     def next_attention(self) -> object:
-        row = self._query(_NEXT_ATTENTION).fetchone()
+        row = self._query(_SQL.next_attention).fetchone()
         return None if row is None else row[0]
 
     def holding(self) -> builtins.list[RawDue]:
-        return self._query(_HOLDING).fetchall()
+        return self._query(_SQL.holding).fetchall()
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self._forget(trigger_id)
-        self._write(*statement_for(trigger_id, write, _WRITES))
+        self._write(*_SQL.statement(trigger_id, write))
 
     def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
         self._forget(trigger_id)
-        for statement in statements_for(trigger_id, writes, _WRITES):
+        for statement in _SQL.statements(trigger_id, writes):
             self._write(*statement)
 
     def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
-        where: list[str] = []
-        params: list[object] = []
-        if query.trigger_id is not None:
-            where.append("trigger_id = %s")
-            params.append(query.trigger_id)
-        if query.run_id is not None:
-            where.append("run_id = %s")
-            params.append(query.run_id)
-        if query.outcome is not None:
-            where.append("outcome = %s")
-            params.append(query.outcome)
-        if query.cursor is not None:
-            where.append("(occurrence_at_ms < %s OR (occurrence_at_ms = %s AND trigger_id < %s))")
-            params.extend(
-                (query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id)
-            )
-        sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"
-        if fetch is None:
-            sql += " LIMIT ALL"
-        else:
-            sql += " LIMIT %s"
-            params.append(fetch)
-        rows = self._query(sql, params).fetchall()
+        rows = self._query(*_SQL.history(query, fetch)).fetchall()
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def prune(self, older_than: int) -> int:
         self._prefetched.clear()
-        return self._query(_PRUNE, (older_than,)).rowcount
+        return self._query(_SQL.prune, (older_than,)).rowcount
 
     def heartbeat(self, host: str, at: int) -> None:
-        self._write(_HEARTBEAT, (host, at))
+        self._write(_SQL.heartbeat, (host, at))
 
     def last_heartbeat(self) -> tuple[object, object] | None:
-        row = self._query(_LAST_HEARTBEAT).fetchone()
+        row = self._query(_SQL.last_heartbeat).fetchone()
         return None if row is None else (row[0], row[1])
-
-
-def trigger_timeouts(
-    *,
-    statement_timeout: float = 5.0,
-    lock_timeout: float = 2.0,
-    connect_timeout: float = 5.0,
-    pool_timeout: float = 5.0,
-) -> TimeoutSettings:
-    """The trigger store's default server-side bounds (seconds)."""
-    return TimeoutSettings(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
 
 
 class PostgresTriggerStore(EngineStore):
@@ -460,8 +333,7 @@ class PostgresTriggerStore(EngineStore):
             return await self._database.transaction(work)
         except TriggerError:
             raise
-        except (psycopg.Error, ValueError, OverflowError) as exc:
-            # ValueError/OverflowError: psycopg refusing to adapt a parameter.
+        except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
 
     async def _run_batch(
@@ -510,19 +382,18 @@ async def open_postgres_trigger_store(
     Failing to reach the server, or to migrate, raises ``store``,
     ``could not run trigger migrations`` with the driver error as ``__cause__``.
     """
-    timeouts = trigger_timeouts(
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        connect_timeout=connect_timeout,
-        pool_timeout=pool_timeout,
-    )
     try:
         database = await PostgresDatabase.open(
             dsn,
-            timeouts=timeouts,
+            application_name="trio-triggers:triggers",
+            timeouts=TimeoutSettings(
+                statement_timeout=statement_timeout,
+                lock_timeout=lock_timeout,
+                connect_timeout=connect_timeout,
+                pool_timeout=pool_timeout,
+            ),
             pool_size=pool_size,
             executor=executor,
-            application_name="trio-triggers:triggers",
         )
     except psycopg.Error as exc:
         raise TriggerError("store", "could not run trigger migrations") from exc

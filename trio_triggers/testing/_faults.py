@@ -71,7 +71,7 @@ from .._store._models import (
     Result,
     SchedulerHeartbeat,
 )
-from .._store._protocol import TriggerStore
+from .._store._protocol import NO_TRIGGER_WRITE_METHODS, TriggerStore
 
 __all__ = [
     "TRIGGER_STORE_READS",
@@ -88,23 +88,10 @@ __all__ = [
 
 FaultKind = Literal["fail_before", "fail_after", "slow", "hang"]
 
-#: Trigger-store methods that never write (their failures say ``trigger store read failed``).
-TRIGGER_STORE_READS = frozenset(
-    {
-        "get",
-        "list",
-        "list_enabled",
-        "active_occurrence",
-        "history",
-        "inspect",
-        "last_heartbeat",
-        # The attention-index reads (``due``'s take writes only ``attention_at_ms``, which no
-        # transition check reads; the simulator checks the index on its own, see _simulate).
-        "due",
-        "next_attention",
-        "holding",
-    }
-)
+#: Trigger-store methods that write no declaration, held state or ledger row (their injected
+#: failures say ``trigger store read failed``): the reads and ``due``, whose take writes only
+#: ``attention_at_ms``, which no transition check reads (the simulator checks the index itself).
+TRIGGER_STORE_READS = NO_TRIGGER_WRITE_METHODS
 #: Run-store methods that never write.
 RUN_STORE_READS = frozenset({"get"})
 

@@ -25,6 +25,7 @@ import msgspec
 from .._constants import RESERVATION_LEASE_MS
 from .._errors import TriggerError
 from .._identities import is_reservation, reservation_occurrence
+from .._store._protocol import TRIGGER_WRITE_METHODS
 
 __all__ = [
     "CATALOGUE",
@@ -217,19 +218,7 @@ _FORWARD: Final[dict[str | None, frozenset[str | None]]] = {
     "superseded": frozenset({"superseded"}),
 }
 _FIRED: Final = frozenset({"launched", "skipped", "buffered", "completed", "failed"})
-_WRITES: Final = frozenset(
-    {
-        "register",
-        "claim_fire",
-        "claim_pending",
-        "record_result",
-        "restore_pending",
-        "set_pending",
-        "active_run",
-        "clear_active",
-        "prune_fires",
-    }
-)
+_WRITES: Final = TRIGGER_WRITE_METHODS
 
 
 class ClaimView(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,30 +13,11 @@ from typing import Any, Final
 
 from .._errors import RunStoreError, TriggerError
 from .._ownership._models import ClaimLost, NotFound
+from .._store._protocol import TRIGGER_STORE_METHODS
 
 __all__ = ["NoopTriggerStore", "ScriptedRunStore"]
 
 AsyncFn = Callable[..., Awaitable[Any]]
-
-TRIGGER_STORE_METHODS: Final = (
-    "register",
-    "get",
-    "list",
-    "list_enabled",
-    "claim_fire",
-    "claim_pending",
-    "record_result",
-    "restore_pending",
-    "set_pending",
-    "active_run",
-    "active_occurrence",
-    "clear_active",
-    "history",
-    "prune_fires",
-    "inspect",
-    "heartbeat",
-    "last_heartbeat",
-)
 
 
 def _unavailable(method: str) -> AsyncFn:

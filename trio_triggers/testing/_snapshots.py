@@ -270,7 +270,7 @@ def memory_attention(store: MemoryTriggerStore) -> AttentionReader:
 
 def sqlite_attention(path: str) -> tuple[AttentionReader, Callable[[], None]]:
     """The same over an SQLite file (its own read-only connection), and its closer."""
-    from .._store._engine import ATTENTION_COLUMNS
+    from .._store._backend import ATTENTION_COLUMNS
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     columns = ", ".join(ATTENTION_COLUMNS)

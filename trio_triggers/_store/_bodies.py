@@ -1,0 +1,392 @@
+"""The store methods' bodies, written once over :class:`~._backend.StoreTx`.
+
+Every store runs each method as one transaction and hands its body a :class:`StoreTx`: a handful
+of row reads and the writes of :mod:`._decision`. A body reads the snapshot, calls the pure
+decision and applies the writes it returns, so every backend inherits every rule of the contract
+unchanged. (The attention index's bodies and the refresh that follows every write are in
+:mod:`._index`.)
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._cron import Cron
+from .._declarations import RegisteredTrigger
+from .._errors import TriggerError
+from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
+from ._codec import (
+    EncodedTrigger,
+    TriggerState,
+    check_occurrence,
+    check_text,
+    decode_outcome,
+    decode_state,
+    decode_trigger,
+    fire_state,
+    is_int,
+    listed_row,
+    read_failed,
+    storable,
+    unknown_trigger,
+)
+from ._decision import (
+    ClaimSnapshot,
+    ClearPendingIf,
+    FireState,
+    LeaseExpired,
+    LeaseHeld,
+    LeaseIdle,
+    ReplaceHolder,
+    SetPending,
+    decide,
+    lease,
+    page,
+    plan_restore,
+    plan_result,
+    refuse_claim,
+)
+from ._index import Attending
+from ._models import (
+    Claim,
+    FireRecord,
+    Held,
+    HistoryPage,
+    HistoryQuery,
+    Listed,
+    PendingClaim,
+    Result,
+    SchedulerHeartbeat,
+    is_unfinished,
+)
+
+if TYPE_CHECKING:
+    from ._backend import StoreTx
+
+__all__ = [
+    "body_active_occurrence",
+    "body_active_run",
+    "body_claim_fire",
+    "body_claim_pending",
+    "body_clear_active",
+    "body_get",
+    "body_history",
+    "body_inspect",
+    "body_last_heartbeat",
+    "body_list",
+    "body_list_enabled",
+    "body_record_result",
+    "body_register",
+    "body_register_many",
+    "body_restore_pending",
+    "body_set_pending",
+]
+
+
+def _state(tx: StoreTx, trigger_id: str) -> TriggerState:
+    raw = tx.state(trigger_id) if storable(trigger_id) else None
+    if raw is None:
+        raise unknown_trigger(trigger_id)
+    return decode_state(trigger_id, raw)
+
+
+def _exists(tx: StoreTx, trigger_id: str) -> bool:
+    return storable(trigger_id) and tx.state(trigger_id) is not None
+
+
+def _state_with_fire(
+    tx: StoreTx, trigger_id: str, occurrence: int
+) -> tuple[TriggerState, tuple[object, object] | None]:
+    found = tx.state_with_fire(trigger_id, occurrence) if storable(trigger_id) else None
+    if found is None:
+        raise unknown_trigger(trigger_id)
+    return decode_state(trigger_id, found[0]), found[1]
+
+
+def body_get(tx: StoreTx, trigger_id: str) -> RegisteredTrigger | None:
+    raw = tx.trigger(trigger_id) if storable(trigger_id) else None
+    return None if raw is None else decode_trigger(raw)[0]
+
+
+def _claim(
+    tx: StoreTx,
+    trigger_id: str,
+    state: TriggerState,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+    existing: tuple[object, object] | None,
+) -> Claim:
+    if existing is None:
+        tx.insert_fire(trigger_id, occurrence)
+    active_fire: FireState | None = None
+    active_occurrence = reservation_occurrence(state.active)
+    if active_occurrence is not None:
+        if active_occurrence == occurrence:
+            active_fire = fire_state(existing) if existing is not None else FireState()
+        else:
+            active_fire = fire_state(tx.fire(trigger_id, active_occurrence))
+    decision = decide(
+        _snapshot(
+            trigger_id,
+            state,
+            occurrence,
+            expected_revision,
+            resume_buffered,
+            now,
+            existing_fire=fire_state(existing),
+            active_fire=active_fire,
+        )
+    )
+    tx.apply_all(trigger_id, decision.writes)
+    return decision.claim
+
+
+def _refuse(trigger_id: str, state: TriggerState, expected_revision: int) -> None:
+    # Refusals come before any write (no ledger row for a fenced claim).
+    refuse_claim(
+        trigger_id,
+        revision=state.revision,
+        enabled=state.enabled,
+        expected_revision=expected_revision,
+    )
+
+
+def _snapshot(
+    trigger_id: str,
+    state: TriggerState,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+    *,
+    existing_fire: FireState | None = None,
+    active_fire: FireState | None = None,
+) -> ClaimSnapshot:
+    return ClaimSnapshot(
+        trigger_id=trigger_id,
+        occurrence=occurrence,
+        expected_revision=expected_revision,
+        resume_buffered=resume_buffered,
+        revision=state.revision,
+        enabled=state.enabled,
+        overlap=state.overlap,
+        active=state.active,
+        active_claimed_at=state.claimed_at,
+        pending=state.pending,
+        existing_fire=existing_fire,
+        active_fire=active_fire,
+        reservation_id=mint_reservation_id(trigger_id, occurrence),
+        claimed_at=now,
+    )
+
+
+def body_claim_fire(
+    tx: StoreTx,
+    trigger_id: str,
+    occurrence: int,
+    expected_revision: int,
+    resume_buffered: bool,
+    now: int,
+) -> Claim:
+    occurrence = check_occurrence(occurrence)
+    state, existing = _state_with_fire(tx, trigger_id, occurrence)
+    _refuse(trigger_id, state, expected_revision)
+    return _claim(
+        tx, trigger_id, state, occurrence, expected_revision, resume_buffered, now, existing
+    )
+
+
+def body_claim_pending(
+    tx: StoreTx, trigger_id: str, expected_revision: int, now: int
+) -> PendingClaim | None:
+    state = _state(tx, trigger_id)
+    pending = state.pending
+    if pending is None:
+        return None
+    _refuse(trigger_id, state, expected_revision)
+    existing = tx.fire(trigger_id, pending)
+    claim = _claim(tx, trigger_id, state, pending, expected_revision, True, now, existing)
+    if claim.claimed and claim.action != "buffer":
+        tx.apply(trigger_id, ClearPendingIf(occurrence=pending))
+    return PendingClaim(occurrence=pending, claim=claim)
+
+
+def body_record_result(tx: StoreTx, result: Result) -> None:
+    check_occurrence(result.occurrence)
+    for name in ("run_id", "reservation_id", "error"):
+        check_text(getattr(result, name), name)
+    state, raw_fire = _state_with_fire(tx, result.trigger_id, result.occurrence)
+    fire = fire_state(raw_fire)
+    tx.apply_all(result.trigger_id, plan_result(result, fire, state.active))
+
+
+def body_restore_pending(
+    tx: StoreTx, trigger_id: str, occurrence: int, reservation_id: str
+) -> None:
+    check_occurrence(occurrence)
+    state = _state(tx, trigger_id)
+    fire: FireState | None = None
+    launched = False
+    if state.active == reservation_id:
+        fire = fire_state(tx.fire(trigger_id, occurrence))
+        run_id = fire.run_id if fire is not None else None
+        if run_id is not None and not is_reservation(run_id):
+            launched = tx.launched_occurrence(trigger_id, run_id) is not None
+    write = plan_restore(occurrence, reservation_id, state.active, state.pending, fire, launched)
+    tx.apply(trigger_id, write)
+
+
+def body_set_pending(tx: StoreTx, trigger_id: str, occurrence: int) -> None:
+    check_occurrence(occurrence)
+    state = _state(tx, trigger_id)
+    pending = occurrence if state.pending is None else max(state.pending, occurrence)
+    if pending != state.pending:
+        tx.apply(trigger_id, SetPending(pending=pending))
+
+
+def body_active_run(tx: StoreTx, trigger_id: str, now: int) -> str | None:
+    state = _state(tx, trigger_id)
+    unfinished: FireState | None = None
+    occurrence = reservation_occurrence(state.active)
+    if occurrence is not None:
+        fire = fire_state(tx.fire(trigger_id, occurrence))
+        if fire is not None and is_unfinished(fire.outcome):
+            unfinished = fire
+    verdict = lease(state.active, state.claimed_at, state.pending, now, unfinished)
+    if isinstance(verdict, LeaseIdle):
+        return None
+    if isinstance(verdict, LeaseHeld):
+        return verdict.holder
+    assert isinstance(verdict, LeaseExpired)
+    tx.apply(trigger_id, verdict.write)
+    return verdict.holder
+
+
+def body_active_occurrence(tx: StoreTx, trigger_id: str, run_id: str) -> int | None:
+    if not _exists(tx, trigger_id):
+        raise unknown_trigger(trigger_id)
+    if is_reservation(run_id):
+        return reservation_occurrence(run_id)
+    if not storable(run_id):
+        return None
+    return tx.launched_occurrence(trigger_id, run_id)
+
+
+def body_clear_active(tx: StoreTx, trigger_id: str, run_id: str) -> None:
+    if not storable(trigger_id) or not storable(run_id):
+        return
+    tx.apply(trigger_id, ReplaceHolder(expected=run_id, holder=None))
+
+
+def body_history(tx: StoreTx, query: HistoryQuery) -> HistoryPage:
+    for name in ("trigger_id", "run_id"):
+        value = getattr(query, name)
+        if value is not None and not storable(value):
+            return HistoryPage(items=[])
+    cursor = query.cursor
+    if cursor is not None and not storable(cursor.trigger_id):
+        raise TriggerError(
+            "invalid_options", "history cursor must name a storable trigger id", path="cursor"
+        )
+    fetch = None if query.limit is None else query.limit + 1
+    rows = tx.history(query, fetch)
+    records: list[FireRecord] = []
+    for trigger_id, occurrence, outcome, run_id, error in rows:
+        if not isinstance(trigger_id, str) or not is_int(occurrence):
+            raise read_failed()
+        records.append(
+            FireRecord(
+                trigger_id=trigger_id,
+                occurrence=int(occurrence),  # type: ignore[call-overload]
+                outcome=decode_outcome(outcome),
+                run_id=run_id if isinstance(run_id, str) else None,
+                error=error if isinstance(error, str) else None,
+            )
+        )
+    return page(records, query)
+
+
+def body_list(tx: StoreTx) -> builtins.list[Listed]:
+    return [listed_row(raw) for raw in tx.triggers(enabled_only=False)]
+
+
+def body_list_enabled(tx: StoreTx) -> builtins.list[RegisteredTrigger]:
+    return [decode_trigger(raw)[0] for raw in tx.triggers(enabled_only=True)]
+
+
+def body_inspect(tx: StoreTx, trigger_id: str) -> Held:
+    state = _state(tx, trigger_id)
+    return Held(active_run_id=state.active, pending_at=state.pending)
+
+
+def body_register(tx: StoreTx, encoded: EncodedTrigger, now: int) -> RegisteredTrigger:
+    # §9.4 step 2: the cron must have a next occurrence from the store's now.
+    Cron.parse(encoded.cron, encoded.timezone, now=now)
+    tx.upsert(encoded, now)
+    registered = body_get(tx, encoded.trigger_id)
+    if registered is None:
+        raise TriggerError("store", "registered trigger disappeared")
+    return registered
+
+
+def _encoded_columns(encoded: EncodedTrigger) -> tuple[object, ...]:
+    """The declared columns of ``encoded`` in :data:`TRIGGER_COLUMNS` order (the first nine)."""
+    return (
+        encoded.trigger_id,
+        encoded.flow_id,
+        encoded.input_json,
+        encoded.cron,
+        encoded.timezone,
+        encoded.overlap,
+        encoded.catch_up,
+        encoded.max_catch_up,
+        encoded.enabled,
+    )
+
+
+def body_register_many(
+    tx: StoreTx,
+    encoded: Sequence[tuple[EncodedTrigger, Cron]],
+    now: int,
+) -> builtins.list[RegisteredTrigger]:
+    """``register`` of each declaration in one transaction; an unchanged one is left alone.
+
+    Each declaration comes with its parsed expression, so a registration of many distinct
+    schedules parses each once.
+    """
+    answers: list[RegisteredTrigger] = []
+    inner = tx.tx if isinstance(tx, Attending) else tx
+    for one, cron in encoded:
+        # §9.4 step 2 (the cron must have a next occurrence from the store's now), and for a
+        # new row its attention instant: the same search.
+        upcoming = cron.next(now)
+        current = tx.trigger(one.trigger_id)
+        if current is not None:
+            if tuple(current[:9]) != _encoded_columns(one):
+                answers.append(body_register(tx, one, now))  # refreshed with the transaction
+            else:
+                answers.append(decode_trigger(current)[0])
+            continue
+        # A new row: its instant is known without reading it back (never fired, nothing held,
+        # registered now), so it is written here, with the expression already parsed.
+        inner.upsert(one, now)
+        inner.set_attention(one.trigger_id, upcoming if one.enabled == 1 else None)
+        registered = body_get(inner, one.trigger_id)
+        if registered is None:
+            raise TriggerError("store", "registered trigger disappeared")
+        answers.append(registered)
+    return answers
+
+
+def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
+    row = tx.last_heartbeat()
+    if row is None:
+        return None
+    host, at = row
+    if not isinstance(host, str) or not is_int(at):
+        raise read_failed()
+    return SchedulerHeartbeat(host=host, ticked_at=int(at))  # type: ignore[call-overload]

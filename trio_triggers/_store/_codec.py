@@ -1,0 +1,393 @@
+"""The trigger store's rows as values, and its error vocabulary, written once for every backend.
+
+The column constants say which columns a backend reads in which order (the ``Raw*`` rows of
+:mod:`._backend`); :class:`EncodedTrigger` is ``register``'s snapshot of a declaration, as
+columns. Row decoding (``could not decode trigger row <id>``), the argument checks and the
+failures (``trigger store read failed`` / ``write failed``) live here so that no two stores can
+disagree about them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from .._constants import MAX_OCCURRENCES, is_safe_integer
+from .._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
+from .._errors import TriggerError
+from .._json import decode_json, encode_input
+from ._attention import DueRow
+from ._decision import FireState
+from ._models import OUTCOMES, Held, Listed, Outcome
+from ._protocol import READ_ONLY_METHODS
+
+if TYPE_CHECKING:
+    from ._backend import RawDue, RawState, RawTrigger
+
+__all__ = [
+    "ATTENTION_AT",
+    "ATTENTION_COLUMNS",
+    "REGISTERED_AT",
+    "STATE_COLUMNS",
+    "TRIGGER_COLUMNS",
+    "EncodedTrigger",
+    "RowDecodeError",
+    "TriggerState",
+    "check_occurrence",
+    "check_text",
+    "decode_error",
+    "decode_outcome",
+    "decode_state",
+    "decode_trigger",
+    "due_row",
+    "encode_trigger",
+    "failure_for",
+    "fire_state",
+    "is_int",
+    "listed_row",
+    "read_failed",
+    "storable",
+    "unknown_trigger",
+    "write_failed",
+]
+
+#: The columns of ``tt_triggers`` in the order :class:`RawTrigger` carries them.
+TRIGGER_COLUMNS: Final = (
+    "trigger_id",
+    "flow_id",
+    "input_json",
+    "cron",
+    "timezone",
+    "overlap",
+    "catch_up",
+    "max_catch_up",
+    "enabled",
+    "revision",
+    "last_fired_at_ms",
+    "pending_at_ms",
+    "active_run_id",
+    "active_claimed_at_ms",
+)
+#: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
+STATE_COLUMNS: Final = (
+    "revision",
+    "enabled",
+    "overlap",
+    "active_run_id",
+    "active_claimed_at_ms",
+    "pending_at_ms",
+)
+
+#: The columns :func:`._attention.attention_at` reads, in :data:`RawAttention` order.
+ATTENTION_COLUMNS: Final = (
+    "trigger_id",
+    "cron",
+    "timezone",
+    "enabled",
+    "overlap",
+    "last_fired_at_ms",
+    "pending_at_ms",
+    "active_run_id",
+    "active_claimed_at_ms",
+    "registered_at_ms",
+    "attention_at_ms",
+)
+
+
+class EncodedTrigger(msgspec.Struct, frozen=True, kw_only=True):
+    """The declared columns of one ``tt_triggers`` row, snapshotted by ``register``."""
+
+    trigger_id: str
+    flow_id: str
+    input_json: str
+    cron: str
+    timezone: str | None
+    overlap: str
+    catch_up: str
+    max_catch_up: int
+    enabled: int
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+def read_failed() -> TriggerError:
+    return TriggerError("store", "trigger store read failed")
+
+
+def write_failed() -> TriggerError:
+    return TriggerError("store", "trigger store write failed")
+
+
+def failure_for(method: str) -> TriggerError:
+    """The ``store`` error a failing database operation raises in ``method`` (§9.2)."""
+    return read_failed() if method in READ_ONLY_METHODS else write_failed()
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+_OVERLAPS: Final = ("skip", "buffer-one", "supersede")
+_CATCH_UPS: Final = ("none", "one", "all")
+
+
+class RowDecodeError(ValueError):
+    """Why a stored row could not be decoded (the ``__cause__`` of the ``store`` error)."""
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _opt_int(value: object, column: str) -> int | None:
+    if value is None:
+        return None
+    if not is_int(value):
+        raise RowDecodeError(f"column {column} must be an integer or NULL")
+    return int(value)  # type: ignore[call-overload, no-any-return]
+
+
+def _opt_text(value: object, column: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RowDecodeError(f"column {column} must be text or NULL")
+    return value
+
+
+def _text(value: object, column: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RowDecodeError(f"column {column} must be non-empty text")
+    return value
+
+
+def _enabled(value: object) -> bool:
+    if not is_int(value) or value not in (0, 1):
+        raise RowDecodeError("column enabled must be 0 or 1")
+    return value == 1
+
+
+def _overlap(value: object) -> Overlap:
+    for choice in _OVERLAPS:
+        if value == choice:
+            return choice
+    raise RowDecodeError("column overlap must be skip, buffer-one or supersede")
+
+
+def _catch_up(value: object) -> CatchUp:
+    for choice in _CATCH_UPS:
+        if value == choice:
+            return choice
+    raise RowDecodeError("column catch_up must be none, one or all")
+
+
+def decode_error(trigger_id: object, cause: BaseException) -> TriggerError:
+    error = TriggerError("store", f"could not decode trigger row {trigger_id}")
+    error.__cause__ = cause
+    return error
+
+
+def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
+    (
+        trigger_id,
+        flow_id,
+        input_json,
+        cron,
+        timezone,
+        overlap,
+        catch_up,
+        max_catch_up,
+        enabled,
+        revision,
+        last_fired_at,
+        pending_at,
+        active_run_id,
+        _claimed_at,
+    ) = raw
+    if not isinstance(input_json, str):
+        raise RowDecodeError("column input_json must be text")
+    try:
+        value = decode_json(input_json)
+    except msgspec.DecodeError as exc:
+        raise RowDecodeError(f"column input_json is not JSON: {exc}") from None
+    tz = _opt_text(timezone, "timezone")
+    if tz == "":
+        raise RowDecodeError("column timezone must be non-empty text or NULL")
+    bound = _opt_int(max_catch_up, "max_catch_up")
+    if bound is None or not 0 <= bound <= MAX_OCCURRENCES:
+        raise RowDecodeError(f"column max_catch_up must be an integer from 0 to {MAX_OCCURRENCES}")
+    rev = _opt_int(revision, "revision")
+    if rev is None:
+        raise RowDecodeError("column revision must be an integer")
+    registered = RegisteredTrigger(
+        id=_text(trigger_id, "trigger_id"),
+        flow_id=_text(flow_id, "flow_id"),
+        input=value,
+        cron=_text(cron, "cron"),
+        timezone=tz,
+        overlap=_overlap(overlap),
+        catch_up=_catch_up(catch_up),
+        max_catch_up=bound,
+        enabled=_enabled(enabled),
+        revision=rev,
+        last_fired_at=_opt_int(last_fired_at, "last_fired_at_ms"),
+    )
+    held = Held(
+        active_run_id=_opt_text(active_run_id, "active_run_id"),
+        pending_at=_opt_int(pending_at, "pending_at_ms"),
+    )
+    return registered, held
+
+
+def decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
+    """Decode a whole row, or raise ``store`` ``could not decode trigger row <id>``."""
+    try:
+        return _decode_trigger(raw)
+    except RowDecodeError as exc:
+        raise decode_error(raw[0], exc) from exc
+
+
+class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
+    revision: int
+    enabled: bool
+    overlap: Overlap
+    active: str | None
+    claimed_at: int | None
+    pending: int | None
+
+
+def decode_state(trigger_id: str, raw: RawState) -> TriggerState:
+    revision, enabled, overlap, active, claimed_at, pending = raw
+    try:
+        rev = _opt_int(revision, "revision")
+        if rev is None:
+            raise RowDecodeError("column revision must be an integer")
+        return TriggerState(
+            revision=rev,
+            enabled=_enabled(enabled),
+            overlap=_overlap(overlap),
+            active=_opt_text(active, "active_run_id"),
+            claimed_at=_opt_int(claimed_at, "active_claimed_at_ms"),
+            pending=_opt_int(pending, "pending_at_ms"),
+        )
+    except RowDecodeError as exc:
+        raise decode_error(trigger_id, exc) from exc
+
+
+def decode_outcome(value: object) -> Outcome | None:
+    if value is None:
+        return None
+    for choice in OUTCOMES:
+        if value == choice:
+            return choice
+    raise read_failed()
+
+
+def fire_state(raw: tuple[object, object] | None) -> FireState | None:
+    if raw is None:
+        return None
+    outcome, run_id = raw
+    return FireState(
+        outcome=decode_outcome(outcome), run_id=run_id if isinstance(run_id, str) else None
+    )
+
+
+# --- argument checks -----------------------------------------------------------------------
+
+
+def unknown_trigger(trigger_id: str) -> TriggerError:
+    return TriggerError("unknown_trigger", f"unknown trigger {trigger_id}")
+
+
+def storable(value: str) -> bool:
+    """Text every backend can hold (PostgreSQL text has no NUL; UTF-8 has no lone surrogate)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(value: object, name: str) -> None:
+    if value is not None and isinstance(value, str) and not storable(value):
+        raise TriggerError(
+            "invalid_options", f"{name} must be storable text (no NUL characters)", path=name
+        )
+
+
+def check_occurrence(value: object) -> int:
+    if not is_safe_integer(value):
+        raise TriggerError(
+            "invalid_options",
+            f"occurrence must be a safe integer, received {value!r}",
+            path="occurrence",
+        )
+    return value
+
+
+def encode_trigger(trigger: Trigger) -> EncodedTrigger:
+    """``register``'s snapshot (§9.4 step 1): validate, deep-copy and encode the declaration."""
+    checked = Trigger.make(trigger)
+    try:
+        input_json = encode_input(checked.input)
+    except TriggerError:
+        raise
+    except Exception as exc:
+        raise TriggerError("store", "trigger input is not JSON-serializable") from exc
+    if not all(storable(text) for text in (checked.id, checked.flow_id, checked.cron)):
+        raise TriggerError(
+            "invalid_trigger", "Trigger declaration is invalid: text must be valid Unicode"
+        )
+    return EncodedTrigger(
+        trigger_id=checked.id,
+        flow_id=checked.flow_id,
+        input_json=input_json,
+        cron=checked.cron,
+        timezone=checked.timezone,
+        overlap=checked.overlap,
+        catch_up=checked.catch_up,
+        max_catch_up=checked.max_catch_up,
+        enabled=1 if checked.enabled else 0,
+    )
+
+
+# --- listing and due rows ------------------------------------------------------------------
+
+
+def listed_row(raw: RawTrigger) -> Listed:
+    trigger_id = raw[0] if isinstance(raw[0], str) else str(raw[0])
+    try:
+        registered, held = decode_trigger(raw)
+    except TriggerError as error:
+        active = raw[12]
+        pending = raw[11]
+        return Listed(
+            trigger_id=trigger_id,
+            trigger=None,
+            error=error,
+            active_run_id=active if isinstance(active, str) else None,
+            pending_at=pending if is_int(pending) else None,  # type: ignore[arg-type]
+        )
+    return Listed(
+        trigger_id=trigger_id,
+        trigger=registered,
+        error=None,
+        active_run_id=held.active_run_id,
+        pending_at=held.pending_at,
+    )
+
+
+REGISTERED_AT = len(TRIGGER_COLUMNS)
+ATTENTION_AT = len(TRIGGER_COLUMNS) + 1
+
+
+def due_row(raw: RawDue) -> DueRow:
+    registered_at = raw[REGISTERED_AT]
+    attention = raw[ATTENTION_AT]
+    return DueRow(
+        row=listed_row(raw[:REGISTERED_AT]),
+        registered_at=registered_at if is_int(registered_at) else None,  # type: ignore[arg-type]
+        attention_at=attention if is_int(attention) else None,  # type: ignore[arg-type]
+    )

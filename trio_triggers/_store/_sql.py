@@ -1,0 +1,393 @@
+"""The trigger store's SQL, written once for every SQL dialect (SQLite, PostgreSQL).
+
+A SQL backend builds its table of statements with :func:`trigger_sql` from the few things its
+dialect spells differently: placeholders (``?``, ``%s``), ``max`` vs ``GREATEST``, a typed text
+parameter, and the row locks a server needs (``FOR UPDATE`` on a writing method's first read,
+``FOR UPDATE SKIP LOCKED`` on ``due``). The reads, the upsert, the prune and the heartbeat are
+the same text in every dialect; so are the decision's writes (:mod:`._decision`): each becomes
+one conditional ``UPDATE``, and which statement a write becomes, with which parameters, and which
+neighbouring writes merge into one statement, is decided here too (:func:`statements_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeAlias
+
+import msgspec
+
+from ._codec import ATTENTION_COLUMNS, TRIGGER_COLUMNS, EncodedTrigger
+from ._decision import (
+    AdvanceCursor,
+    ClearPendingIf,
+    ReleaseReservation,
+    ReplaceHolder,
+    Reserve,
+    SetOutcome,
+    SetPending,
+    SetRunId,
+    TriggerWrite,
+    WriteFire,
+)
+from ._models import HistoryQuery
+
+__all__ = [
+    "Statement",
+    "TriggerSql",
+    "WriteStatements",
+    "history_statement",
+    "split_state_with_fire",
+    "statement_for",
+    "statements_for",
+    "trigger_sql",
+    "upsert_params",
+    "write_statements",
+]
+
+Statement: TypeAlias = tuple[str, tuple[object, ...]]
+"""One SQL statement and its parameters."""
+
+
+class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
+    """A dialect's SQL for each write (parameters in the order :func:`statement_for` passes)."""
+
+    set_outcome: str  # (outcome, trigger_id, occurrence)
+    set_outcome_open: str  # the same, only while the row is open (NULL or buffered)
+    set_run_id: str  # (run_id, trigger_id, occurrence)
+    write_fire: str  # (outcome, run_id, error, trigger_id, occurrence)
+    write_fire_keep: str  # (outcome, error, trigger_id, occurrence)
+    release: str  # (holder, pending, trigger_id, expected)
+    replace_holder: str  # (holder, trigger_id, expected)
+    advance_cursor: str  # (occurrence, occurrence, trigger_id)
+    # AdvanceCursor then ReplaceHolder (every record_result) in one statement:
+    advance_and_replace: str  # (occurrence, occurrence, expected, holder, expected, trigger_id)
+    set_pending: str  # (pending, trigger_id)
+    clear_pending_if: str  # (trigger_id, occurrence)
+    reserve: str  # (reservation_id, claimed_at, trigger_id)
+
+
+def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
+    """The statements in one dialect: ``param`` is its placeholder (``?``, ``%s``),
+    ``greatest`` its two-argument maximum (``max``, ``GREATEST``) and ``text_param`` a
+    placeholder typed as text where the server cannot infer it (``%s::text``)."""
+    p, t = param, text_param
+    set_outcome = (
+        f"UPDATE tt_trigger_fires SET outcome = {p} "
+        f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+    )
+    advance = f"last_fired_at_ms = {greatest}(coalesce(last_fired_at_ms, {p}), {p})"
+    return WriteStatements(
+        set_outcome=set_outcome,
+        set_outcome_open=set_outcome + " AND (outcome IS NULL OR outcome = 'buffered')",
+        set_run_id=(
+            f"UPDATE tt_trigger_fires SET run_id = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        write_fire=(
+            f"UPDATE tt_trigger_fires SET outcome = {p}, run_id = {p}, error = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        write_fire_keep=(
+            f"UPDATE tt_trigger_fires SET outcome = {p}, error = {p} "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        release=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = NULL, "
+            f"pending_at_ms = {p} WHERE trigger_id = {p} AND active_run_id = {p}"
+        ),
+        replace_holder=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = NULL "
+            f"WHERE trigger_id = {p} AND active_run_id = {p}"
+        ),
+        advance_cursor=f"UPDATE tt_triggers SET {advance} WHERE trigger_id = {p}",
+        # The two writes touch disjoint columns, and every right-hand side reads the row's old
+        # values, so one statement does both.
+        advance_and_replace=(
+            f"UPDATE tt_triggers SET {advance}, "
+            f"active_run_id = CASE WHEN active_run_id = {t} THEN {t} ELSE active_run_id END, "
+            f"active_claimed_at_ms = CASE WHEN active_run_id = {t} THEN NULL "
+            f"ELSE active_claimed_at_ms END "
+            f"WHERE trigger_id = {p}"
+        ),
+        set_pending=f"UPDATE tt_triggers SET pending_at_ms = {p} WHERE trigger_id = {p}",
+        clear_pending_if=(
+            f"UPDATE tt_triggers SET pending_at_ms = NULL "
+            f"WHERE trigger_id = {p} AND pending_at_ms = {p}"
+        ),
+        reserve=(
+            f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = {p} "
+            f"WHERE trigger_id = {p}"
+        ),
+    )
+
+
+def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) -> Statement:
+    """The statement that applies ``write`` to ``trigger_id``'s rows."""
+    if isinstance(write, SetOutcome):
+        text = sql.set_outcome_open if write.while_open else sql.set_outcome
+        return text, (write.outcome, trigger_id, write.occurrence)
+    if isinstance(write, SetRunId):
+        return sql.set_run_id, (write.run_id, trigger_id, write.occurrence)
+    if isinstance(write, WriteFire):
+        if write.keep_run_id:
+            return sql.write_fire_keep, (write.outcome, write.error, trigger_id, write.occurrence)
+        return sql.write_fire, (
+            write.outcome,
+            write.run_id,
+            write.error,
+            trigger_id,
+            write.occurrence,
+        )
+    if isinstance(write, ReleaseReservation):
+        return sql.release, (write.holder, write.pending, trigger_id, write.expected)
+    if isinstance(write, ReplaceHolder):
+        return sql.replace_holder, (write.holder, trigger_id, write.expected)
+    if isinstance(write, AdvanceCursor):
+        return sql.advance_cursor, (write.occurrence, write.occurrence, trigger_id)
+    if isinstance(write, SetPending):
+        return sql.set_pending, (write.pending, trigger_id)
+    if isinstance(write, ClearPendingIf):
+        return sql.clear_pending_if, (trigger_id, write.occurrence)
+    if isinstance(write, Reserve):
+        return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
+    raise AssertionError(f"unknown write {write!r}")  # pragma: no cover - exhaustive
+
+
+def statements_for(
+    trigger_id: str, writes: tuple[TriggerWrite, ...], sql: WriteStatements
+) -> Iterator[Statement]:
+    """The statements for ``writes`` in order, merging an ``AdvanceCursor`` with the
+    ``ReplaceHolder`` right after it (they touch disjoint columns, and every right-hand side
+    of the merged ``UPDATE`` reads the row's old values, so one statement does both)."""
+    index = 0
+    count = len(writes)
+    while index < count:
+        write = writes[index]
+        following = writes[index + 1] if index + 1 < count else None
+        if isinstance(write, AdvanceCursor) and isinstance(following, ReplaceHolder):
+            o = write.occurrence
+            expected = following.expected
+            yield (
+                sql.advance_and_replace,
+                (o, o, expected, following.holder, expected, trigger_id),
+            )
+            index += 2
+            continue
+        yield statement_for(trigger_id, write, sql)
+        index += 1
+
+
+# --- the reads, the upsert, the prune, the heartbeat ---------------------------------------
+
+_COLUMNS = ", ".join(TRIGGER_COLUMNS)
+_DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
+_STATE_COLUMNS = "revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms"
+
+
+class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
+    """One dialect's statements (parameters in the order the comment says)."""
+
+    select_trigger: str  # (trigger_id)
+    select_triggers: str
+    select_enabled: str
+    select_state: str  # (trigger_id)
+    lock_state: str  # (trigger_id): select_state, locking the row where the dialect locks
+    # (occurrence, trigger_id): the state columns, then "fire row exists", outcome, run_id
+    state_with_fire: str
+    select_fire: str  # (trigger_id, occurrence)
+    insert_fire: str  # (trigger_id, occurrence)
+    launched_occurrence: str  # (trigger_id, run_id)
+    upsert: str  # upsert_params(...)
+    prune: str  # (older_than)
+    select_attention: str  # the ATTENTION_COLUMNS ... WHERE (the dialect adds its id test)
+    set_attention: str  # (attention_at, trigger_id)
+    set_registered_at: str  # (registered_at, trigger_id)
+    due: str  # (now, limit)
+    next_attention: str
+    holding: str
+    heartbeat: str  # (host, at)
+    last_heartbeat: str
+    writes: WriteStatements
+    param: str
+
+    def statement(self, trigger_id: str, write: TriggerWrite) -> Statement:
+        """The statement that applies ``write`` to ``trigger_id``'s rows."""
+        return statement_for(trigger_id, write, self.writes)
+
+    def statements(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> Iterator[Statement]:
+        """The statements for ``writes`` in order (see :func:`statements_for`)."""
+        return statements_for(trigger_id, writes, self.writes)
+
+    def history(self, query: HistoryQuery, fetch: int | None) -> Statement:
+        """``history``'s read (see :func:`history_statement`)."""
+        return history_statement(query, fetch, self.param)
+
+    @staticmethod
+    def upsert_values(trigger: EncodedTrigger, registered_at: int) -> tuple[object, ...]:
+        """The parameters of :attr:`upsert`."""
+        return upsert_params(trigger, registered_at)
+
+    @staticmethod
+    def state_and_fire(
+        row: Sequence[object] | None,
+    ) -> tuple[tuple[object, ...], tuple[object, object] | None] | None:
+        """A :attr:`state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
+        return split_state_with_fire(row)
+
+
+def trigger_sql(
+    *,
+    param: str,
+    greatest: str,
+    text_param: str,
+    lock: str = "",
+    skip_locked: str = "",
+    insert_fire_suffix: str = "",
+) -> TriggerSql:
+    """The statements in one dialect: ``param``, ``greatest`` and ``text_param`` as for
+    :func:`write_statements`; ``lock`` ends a writing method's read of its trigger row
+    (`` FOR UPDATE``), ``skip_locked`` ends the ``due`` read (`` FOR UPDATE SKIP LOCKED``),
+    ``insert_fire_suffix`` ends the ledger insert (`` ON CONFLICT DO NOTHING``)."""
+    p = param
+    select_state = f"SELECT {_STATE_COLUMNS} FROM tt_triggers WHERE trigger_id = {p}"
+    return TriggerSql(
+        select_trigger=f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = {p}",
+        select_triggers=f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id",
+        select_enabled=(
+            f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
+        ),
+        select_state=select_state,
+        lock_state=select_state + lock,
+        state_with_fire=(
+            "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
+            "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
+            "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
+            f"ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = {p} "
+            f"WHERE t.trigger_id = {p}"
+        ),
+        select_fire=(
+            "SELECT outcome, run_id FROM tt_trigger_fires "
+            f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
+        ),
+        insert_fire=(
+            f"INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES ({p}, {p})"
+            + insert_fire_suffix
+        ),
+        launched_occurrence=(
+            "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
+            f"WHERE trigger_id = {p} AND run_id = {p} AND outcome = 'launched'"
+        ),
+        upsert=f"""
+            INSERT INTO tt_triggers (
+                trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up,
+                max_catch_up, enabled, revision, registered_at_ms, attention_at_ms
+            ) VALUES ({", ".join([p] * 9)}, 1, {p}, NULL)
+            ON CONFLICT (trigger_id) DO UPDATE SET
+                flow_id = excluded.flow_id,
+                input_json = excluded.input_json,
+                cron = excluded.cron,
+                timezone = excluded.timezone,
+                overlap = excluded.overlap,
+                catch_up = excluded.catch_up,
+                max_catch_up = excluded.max_catch_up,
+                enabled = excluded.enabled,
+                revision = tt_triggers.revision + 1
+        """,
+        # The rows is_prunable selects (settled, older than the cutoff, and neither the row's
+        # pending occurrence nor its holder's).
+        prune=f"""
+            DELETE FROM tt_trigger_fires
+            WHERE occurrence_at_ms < {p}
+              AND outcome IN ('completed', 'failed', 'skipped', 'superseded')
+              AND NOT EXISTS (
+                SELECT 1 FROM tt_triggers AS t
+                WHERE t.trigger_id = tt_trigger_fires.trigger_id
+                  AND ((t.pending_at_ms IS NOT NULL
+                        AND t.pending_at_ms = tt_trigger_fires.occurrence_at_ms)
+                    OR (t.active_run_id IS NOT NULL
+                        AND t.active_run_id = tt_trigger_fires.run_id))
+              )
+        """,
+        select_attention=(
+            "SELECT " + ", ".join(ATTENTION_COLUMNS) + " FROM tt_triggers WHERE trigger_id "
+        ),
+        set_attention=f"UPDATE tt_triggers SET attention_at_ms = {p} WHERE trigger_id = {p}",
+        set_registered_at=(
+            f"UPDATE tt_triggers SET registered_at_ms = {p} "
+            f"WHERE trigger_id = {p} AND registered_at_ms IS NULL"
+        ),
+        due=(
+            f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
+            f"WHERE attention_at_ms IS NOT NULL AND attention_at_ms <= {p} "
+            f"ORDER BY attention_at_ms, trigger_id LIMIT {p}" + skip_locked
+        ),
+        next_attention=(
+            "SELECT min(attention_at_ms) FROM tt_triggers WHERE attention_at_ms IS NOT NULL"
+        ),
+        holding=(
+            f"SELECT {_DUE_COLUMNS} FROM tt_triggers "
+            "WHERE active_run_id IS NOT NULL ORDER BY trigger_id"
+        ),
+        heartbeat=(
+            f"INSERT INTO tt_scheduler_heartbeats (host, ticked_at_ms) VALUES ({p}, {p}) "
+            "ON CONFLICT (host) DO UPDATE SET ticked_at_ms = excluded.ticked_at_ms"
+        ),
+        last_heartbeat=(
+            "SELECT host, ticked_at_ms FROM tt_scheduler_heartbeats "
+            "ORDER BY ticked_at_ms DESC, host ASC LIMIT 1"
+        ),
+        writes=write_statements(param=param, greatest=greatest, text_param=text_param),
+        param=param,
+    )
+
+
+def upsert_params(trigger: EncodedTrigger, registered_at: int) -> tuple[object, ...]:
+    """The parameters of :attr:`TriggerSql.upsert`."""
+    return (
+        trigger.trigger_id,
+        trigger.flow_id,
+        trigger.input_json,
+        trigger.cron,
+        trigger.timezone,
+        trigger.overlap,
+        trigger.catch_up,
+        trigger.max_catch_up,
+        trigger.enabled,
+        registered_at,
+    )
+
+
+def split_state_with_fire(
+    row: Sequence[object] | None,
+) -> tuple[tuple[object, ...], tuple[object, object] | None] | None:
+    """A :attr:`TriggerSql.state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
+    if row is None:
+        return None
+    return tuple(row[:6]), ((row[7], row[8]) if row[6] else None)
+
+
+def history_statement(query: HistoryQuery, fetch: int | None, param: str) -> Statement:
+    """``history``'s filtered read after ``query.cursor``, newest first, at most ``fetch``."""
+    p = param
+    where: list[str] = []
+    params: list[object] = []
+    if query.trigger_id is not None:
+        where.append(f"trigger_id = {p}")
+        params.append(query.trigger_id)
+    if query.run_id is not None:
+        where.append(f"run_id = {p}")
+        params.append(query.run_id)
+    if query.outcome is not None:
+        where.append(f"outcome = {p}")
+        params.append(query.outcome)
+    if query.cursor is not None:
+        where.append(f"(occurrence_at_ms < {p} OR (occurrence_at_ms = {p} AND trigger_id < {p}))")
+        params.extend((query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id))
+    sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"
+    if fetch is not None:
+        sql += f" LIMIT {p}"
+        params.append(fetch)
+    return sql, tuple(params)
