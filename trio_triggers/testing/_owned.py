@@ -16,22 +16,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
 from .._clock import WallClock
 from .._errors import LeaseLost, RunStoreError, TriggerError
-from .._ownership._lease import Lease, hold_lease
+from .._ownership._lease import Lease
 from .._ownership._liveness import LivenessEvidence
 from .._ownership._memory import MemoryRunStore
-from .._ownership._models import Activated, Created, RunRow, Updated
+from .._ownership._models import Activated, Created, RunRow
 from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS, OwnerId
 from ._faults import Fault, FaultyRunStore, StoreCall
 from ._run_checks import RunGrants, check_run_transition
 from ._runner import RunPlan, RunState, StartRequestLike
+from ._sim_plant import lease_holder
 
 if TYPE_CHECKING:
     from ._simulate import _World
@@ -370,7 +369,7 @@ class OwnedRunner:
             nonlocal lapses
             lapses += 1
 
-        hold = _planted_hold_lease if "ignore_heartbeat_failures" in w.bugs else hold_lease
+        hold = lease_holder(w.bugs)
         self.alive.add(me)
         lost: LeaseLost | None = None
         try:
@@ -424,44 +423,3 @@ class OwnedRunner:
             result_json="{}" if status == "completed" else None,
             error=None if status == "completed" else f"run {status}",
         )
-
-
-@asynccontextmanager
-async def _planted_hold_lease(
-    run_store: FaultyRunStore,
-    run_id: str,
-    owner: OwnerId,
-    *,
-    clock: WallClock,
-    on_lapse: Callable[[int], Any] | None = None,
-) -> AsyncIterator[Any]:
-    """Planted bug: a heartbeat loop that ignores write failures and never lapses."""
-
-    class _View:
-        last_confirmed_ms = clock.now_ms()
-
-    view = _View()
-
-    async def pulses() -> None:
-        while True:
-            await trio.sleep(1)
-            try:
-                got = await run_store.heartbeat(run_id, owner, clock.now_ms())
-            except RunStoreError:
-                continue  # the bug: failures are ignored, the body keeps running
-            if isinstance(got, Updated):
-                view.last_confirmed_ms = clock.now_ms()
-            else:
-                return
-
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pulses)
-        try:
-            yield view
-        except BaseException as exc:
-            body_error = exc
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error

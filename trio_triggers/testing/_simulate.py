@@ -33,7 +33,7 @@ import os
 import random
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, Literal
 
 import msgspec
@@ -47,6 +47,7 @@ from .._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._identities import idempotency_key, is_reservation, reservation_occurrence
 from .._scheduler._core import Scheduler, open_scheduler
+from .._scheduler._hook import SchedulerHook
 from .._scheduler._options import SchedulerOptions
 from .._store._memory import MemoryTriggerStore
 from .._store._models import HistoryQuery, Result
@@ -73,6 +74,12 @@ from ._invariants import (
 )
 from ._owned import OwnedRunner
 from ._runner import RunPlan, RunState, ScriptedRunner, StartRequestLike
+from ._sim_plant import (
+    cancel_owned_runs,
+    check_planted_bugs,
+    claim_hook,
+    plant_store_bugs,
+)
 from ._snapshots import (
     AttentionReader,
     MemorySnapshotter,
@@ -86,18 +93,6 @@ __all__ = ["SimConfig", "SimReport", "simulate", "simulate_async"]
 H: Final = 3_600_000
 DAY_S: Final = 86_400.0
 LEASE: Final = RESERVATION_LEASE_MS
-
-#: Test-only switches that plant known bugs, to prove the checkers catch them.
-PLANTED_BUGS: Final = frozenset(
-    {
-        "watermark_before_dispatch",
-        "skip_revision_fence",
-        "cancel_runs_on_exit",
-        "ignore_heartbeat_failures",
-        "attention_not_moved",
-        "stale_ledger_under_lock",
-    }
-)
 
 _EPOCHS: Final = (
     # Midnight UTC a couple of days before a DST transition (and one without any).
@@ -264,15 +259,42 @@ class _CallerState:
         self.last_list_ms: int | None = None
 
 
+class _SerialTicks(SchedulerHook):
+    """T26: one scheduler's ticks never overlap; claims go through ``claims`` (a planted bug's
+    hook, or the default)."""
+
+    def __init__(self, world: _World, caller: str, cs: _CallerState, claims: SchedulerHook):
+        self._world = world
+        self._caller = caller
+        self._cs = cs
+        self._claims = claims
+
+    async def around_tick(self, tick: Callable[[], Awaitable[None]]) -> None:
+        cs = self._cs
+        cs.ticking += 1
+        self._world.checks["T26"] += 1
+        if cs.ticking > 1:
+            self._world.violated("T26", f"{self._caller}: two ticks overlap")
+        try:
+            await tick()
+        finally:
+            cs.ticking -= 1
+
+    async def around_claim(
+        self,
+        claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
+        trigger: RegisteredTrigger,
+        occurrence: int,
+    ) -> None:
+        await self._claims.around_claim(claim, trigger, occurrence)
+
+
 class _World:
     def __init__(self, seed: int, config: SimConfig) -> None:
-        unknown = sorted(set(config.planted_bugs) - PLANTED_BUGS)
-        if unknown:
-            raise ValueError(f"unknown planted bugs: {unknown}")
+        self.bugs = check_planted_bugs(config.planted_bugs)
         self.seed = seed
         self.config = config
         self.rng = random.Random(seed)
-        self.bugs = frozenset(config.planted_bugs)
         self.epoch = self.rng.choice(_EPOCHS) + self.rng.randrange(0, 24) * H
         self.counts: collections.Counter[str] = collections.Counter()
         self.checks: collections.Counter[str] = collections.Counter()
@@ -905,14 +927,14 @@ class _World:
             self.callers[caller] = cs
             self.event(f"START {caller}")
             self.counts["scheduler_starts"] += 1
+            hook = _SerialTicks(self, caller, cs, claim_hook(self.bugs))
             with trio.CancelScope() as scope:
                 self.scopes[caller] = scope
                 try:
                     async with open_scheduler(
-                        store, runner, options=options, clock=self.wall
+                        store, runner, options=options, clock=self.wall, _hook=hook
                     ) as sch:
                         cs.scheduler = sch
-                        self.instrument(caller, cs, sch)
                         try:
                             async with trio.open_nursery() as nursery:
                                 await nursery.start(sch.serve)
@@ -924,12 +946,7 @@ class _World:
                                 else:
                                     await trio.sleep_forever()
                         finally:
-                            if "cancel_runs_on_exit" in self.bugs:
-                                with trio.CancelScope(shield=True):
-                                    for entry in sorted(sch.owned().values(), key=_entry_key):
-                                        if not is_reservation(entry.run_id):
-                                            with contextlib.suppress(Exception):
-                                                await runner.cancel(entry.run_id)
+                            await cancel_owned_runs(self.bugs, sch, runner.cancel)
                 except BaseExceptionGroup as group:
                     self.violated("T34", f"{caller} raised an exception group {group!r}")
                 except Exception as exc:
@@ -939,34 +956,6 @@ class _World:
             if not self.quiet:
                 with trio.move_on_after(rng.uniform(0, 3 * 3600)):
                     await self.quiet_event.wait()
-
-    def instrument(self, caller: str, cs: _CallerState, sch: Scheduler) -> None:
-        """T26 (serial ticks) and the planted scheduler bugs."""
-        tick = sch._tick
-
-        async def counted_tick() -> None:
-            cs.ticking += 1
-            self.checks["T26"] += 1
-            if cs.ticking > 1:
-                self.violated("T26", f"{caller}: two ticks overlap")
-            try:
-                await tick()
-            finally:
-                cs.ticking -= 1
-
-        sch._tick = counted_tick  # type: ignore[method-assign]
-        if "watermark_before_dispatch" in self.bugs:
-            claim_once = sch._claim_once
-
-            async def swallowing_claim(trigger: RegisteredTrigger, o: int) -> None:
-                # The bug: a failed dispatch is treated as done, so the watermark passes it.
-                try:
-                    await claim_once(trigger, o)
-                except TriggerError as err:
-                    if err.code == "revision_mismatch":
-                        raise
-
-            sch._claim_once = swallowing_claim  # type: ignore[method-assign]
 
     async def run(self) -> SimReport:
         config = self.config
@@ -989,15 +978,7 @@ class _World:
                 stack.callback(close_reader)
                 self.attention, close_attention = sqlite_attention(path)
                 stack.callback(close_attention)
-            inner: TriggerStore = self.store
-            if "skip_revision_fence" in self.bugs:
-                inner = _FenceSkippingStore(inner)
-            if "attention_not_moved" in self.bugs and isinstance(self.store, MemoryTriggerStore):
-                inner = _StaleIndexStore(self.store)
-            if "stale_ledger_under_lock" in self.bugs and isinstance(
-                self.store, MemoryTriggerStore
-            ):
-                inner = _StaleLedgerStore(self.store)
+            inner = plant_store_bugs(self.bugs, self.store)
             wrapper = FaultyTriggerStore if config.listing else IndexedFaultyTriggerStore
             faulty = wrapper(inner, decide=self.decide, observer=self, serialize=True, record=False)
             self.faulty = faulty
@@ -1181,10 +1162,6 @@ def _split(state: StoreState) -> dict[str, StoreState]:
     return parts
 
 
-def _entry_key(entry: Any) -> str:
-    return str(entry.run_id)
-
-
 def _kw(kwargs: dict[str, Any]) -> str:
     if not kwargs:
         return ""
@@ -1200,103 +1177,6 @@ def _canonical(state: StoreState) -> tuple[Any, ...]:
         sorted(state.triggers.items()),
         sorted(state.ledger.items()),
     )
-
-
-class _WrappedStore:
-    """A store wrapper for a planted bug: everything not overridden goes to ``_inner``."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _StaleLedgerStore(_WrappedStore):
-    """Planted bug: a claim reads the trigger row as it is but the ledger as it was before
-    a concurrent claim of the same occurrence (what one PostgreSQL statement joining the ledger
-    under a waited row lock did, READ COMMITTED). Emulated on the memory store: a claim of an
-    occurrence whose own reservation holds the trigger runs with that ledger row hidden, then
-    the row is put back carrying what the claim wrote to it."""
-
-    _inner: MemoryTriggerStore
-
-    async def claim_fire(
-        self,
-        trigger_id: str,
-        occurrence: int,
-        *,
-        expected_revision: int,
-        resume_buffered: bool = False,
-    ) -> Any:
-        tables = self._inner._raw_tables()
-        row = tables.triggers.get(trigger_id)
-        fires = tables.fires.get(trigger_id, {})
-        hidden = None
-        if (
-            row is not None
-            and reservation_occurrence(_text_or_none(row.get("active_run_id"))) == occurrence
-            and occurrence in fires
-            and fires[occurrence]["outcome"] is None
-        ):
-            hidden = fires.pop(occurrence)
-        try:
-            return await self._inner.claim_fire(
-                trigger_id,
-                occurrence,
-                expected_revision=expected_revision,
-                resume_buffered=resume_buffered,
-            )
-        finally:
-            if hidden is not None:
-                written = fires.get(occurrence)
-                if written is not None:
-                    hidden.update({k: v for k, v in written.items() if k == "outcome"})
-                fires[occurrence] = hidden
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-class _StaleIndexStore(_WrappedStore):
-    """Planted bug: ``record_result`` leaves the row's attention instant where it was (an
-    index entry one write does not move). Memory store only."""
-
-    _inner: MemoryTriggerStore
-
-    async def record_result(self, result: Result) -> None:
-        row = self._inner._raw_tables().triggers.get(result.trigger_id)
-        before = None if row is None else row.get("attention_at_ms")
-        await self._inner.record_result(result)
-        if row is not None:
-            row["attention_at_ms"] = before
-            self._inner._raw_tables().index(result.trigger_id, before)
-
-
-class _FenceSkippingStore(_WrappedStore):
-    """Planted bug: claims ignore ``expected_revision`` (the revision fence is skipped)."""
-
-    _inner: TriggerStore
-
-    async def claim_fire(
-        self,
-        trigger_id: str,
-        occurrence: int,
-        *,
-        expected_revision: int,
-        resume_buffered: bool = False,
-    ) -> Any:
-        current = await self._inner.get(trigger_id)
-        revision = current.revision if current is not None else expected_revision
-        return await self._inner.claim_fire(
-            trigger_id, occurrence, expected_revision=revision, resume_buffered=resume_buffered
-        )
-
-    async def claim_pending(self, trigger_id: str, *, expected_revision: int) -> Any:
-        current = await self._inner.get(trigger_id)
-        revision = current.revision if current is not None else expected_revision
-        return await self._inner.claim_pending(trigger_id, expected_revision=revision)
 
 
 def _check_clock() -> None:
