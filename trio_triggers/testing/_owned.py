@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import trio
 
@@ -30,10 +30,9 @@ from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS, OwnerId
 from ._faults import Fault, FaultyRunStore, StoreCall
 from ._run_checks import RunGrants, check_run_transition
 from ._runner import RunPlan, RunState, StartRequestLike
-from ._sim_plant import lease_holder
-
-if TYPE_CHECKING:
-    from ._simulate import _World
+from ._sim_draws import Draws
+from ._sim_plant import LeaseHolder
+from ._sim_trace import Trace
 
 __all__ = ["OwnedRunner"]
 
@@ -52,8 +51,12 @@ class _Slot:
 class OwnedRunner:
     """A :class:`~trio_triggers.Runner` over a run store, with simulated run owners."""
 
-    def __init__(self, world: _World, clock: WallClock, owners: int) -> None:
-        self.world = world
+    def __init__(
+        self, trace: Trace, draws: Draws, clock: WallClock, owners: int, hold: LeaseHolder
+    ) -> None:
+        self.trace = trace
+        self.draws = draws
+        self.hold = hold
         self.clock = clock
         self.inner = MemoryRunStore(clock=clock)
         self.store = FaultyRunStore(
@@ -79,8 +82,7 @@ class OwnedRunner:
     # ------------------------------------------------------------------ faults and checks
 
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
-        w = self.world
-        if w.quiet:
+        if self.draws.quiet:
             return None
         window = self.partitioned.get(caller)
         if window is not None:
@@ -89,10 +91,10 @@ class OwnedRunner:
                 return Fault(kind="fail_before")
             if now >= window[1]:
                 del self.partitioned[caller]
-        if w.rng.random() >= w.config.store_fault_rate:
+        if self.draws.rng.random() >= self.draws.config.store_fault_rate:
             return None
-        w.counts["run_store.fault"] += 1
-        return Fault(kind="fail_before" if w.rng.random() < 0.6 else "fail_after")
+        self.trace.counts["run_store.fault"] += 1
+        return Fault(kind="fail_before" if self.draws.rng.random() < 0.6 else "fail_after")
 
     def _row(self, run_id: Any) -> RunRow | None:
         if not isinstance(run_id, str):
@@ -105,8 +107,7 @@ class OwnedRunner:
     async def after(self, call: StoreCall) -> None:
         pre = self._pre.pop(call.seq, None)
         post = self._row(call.args[0] if call.args else None)
-        w = self.world
-        w.checks["O1"] += 1
+        self.trace.checks["O1"] += 1
         found = check_run_transition(
             method=call.method,
             args=call.args,
@@ -118,11 +119,11 @@ class OwnedRunner:
             now=self.clock.now_ms(),
         )
         for inv in ("O2", "O3", "O4", "O5", "O6", "O7", "O9", "O10", "O13", "O16", "O17"):
-            w.checks[inv] += 1
+            self.trace.checks[inv] += 1
         for inv in ("O25", "O26", "O27", "O28"):
-            w.checks[inv] += 1
+            self.trace.checks[inv] += 1
         if found:
-            w.fail(found[0])
+            self.trace.fail(found[0])
         # O18: a takeover finds the displaced owner's body already stopped.
         if (
             call.method == "claim_and_own"
@@ -131,28 +132,27 @@ class OwnedRunner:
             and pre.owner is not None
             and pre.owner != call.args[2]
         ):
-            w.checks["O18"] += 1
+            self.trace.checks["O18"] += 1
             if (pre.run_id, pre.owner.nonce + pre.owner.host_id) in self.alive:
-                w.violated(
+                self.trace.violated(
                     "O18",
                     f"{pre.run_id}: taken over by {call.args[2].host_id} while the body of "
                     f"{pre.owner.host_id}/{pre.owner.nonce} still runs",
                 )
         if call.method != "heartbeat" or call.error is not None:
             answer = f"!{type(call.error).__name__}" if call.error is not None else call.answer
-            w.event(f"{call.caller} run.{call.method}({call.args[0]!r}) -> {answer!r}")
+            self.trace.event(f"{call.caller} run.{call.method}({call.args[0]!r}) -> {answer!r}")
 
     # ------------------------------------------------------------------ the Runner protocol
 
     async def start(self, request: StartRequestLike) -> str:
         await trio.lowlevel.checkpoint()
-        w = self.world
         self.starts += 1
-        plan = w._plan(request, 0)
+        plan = self.draws.plan(request, 0)
         plan = RunPlan(
             start=plan.start,
             start_delay=plan.start_delay,
-            duration=w.rng.uniform(20, 200),
+            duration=self.draws.rng.uniform(20, 200),
             outcome=plan.outcome,
         )
         key = request.idempotency_key
@@ -198,7 +198,7 @@ class OwnedRunner:
 
     async def inspect(self, run_id: str) -> RunState:
         await trio.lowlevel.checkpoint()
-        fault = self.world._inspect_fault(run_id)
+        fault = self.draws.inspect_fault(run_id)
         if fault == "hang":
             await trio.sleep_forever()
         if fault == "fail":
@@ -213,7 +213,7 @@ class OwnedRunner:
 
     async def cancel(self, run_id: str) -> None:
         await trio.lowlevel.checkpoint()
-        fault = self.world._cancel_fault(run_id)
+        fault = self.draws.cancel_fault(run_id)
         if fault == "hang":
             await trio.sleep_forever()
         if fault == "fail":
@@ -258,7 +258,7 @@ class OwnedRunner:
         if not live:
             self._later(run_id, 30.0)
             return
-        slot = live[self.world.rng.randrange(len(live))]
+        slot = live[self.draws.rng.randrange(len(live))]
         assert slot.nursery is not None
         slot.nursery.start_soon(self._execute, slot, run_id, delay)
 
@@ -271,8 +271,7 @@ class OwnedRunner:
         self._nursery.start_soon(later)
 
     async def _slot(self, slot: _Slot) -> None:
-        w = self.world
-        rate = w.config.crashes_per_day / 86_400.0
+        rate = self.draws.config.crashes_per_day / 86_400.0
         while True:
             slot.generation += 1
             slot.owner = OwnerId(
@@ -282,14 +281,14 @@ class OwnedRunner:
                 slot.scope = scope
                 async with trio.open_nursery() as nursery:
                     slot.nursery = nursery
-                    if w.quiet or rate <= 0:
+                    if self.draws.quiet or rate <= 0:
                         await trio.sleep_forever()
-                    with trio.move_on_after(w.rng.expovariate(rate)):
-                        await w.quiet_event.wait()
-                    if w.quiet:
+                    with trio.move_on_after(self.draws.rng.expovariate(rate)):
+                        await self.draws.quiet_event.wait()
+                    if self.draws.quiet:
                         await trio.sleep_forever()
-                    w.event(f"CRASH owner {slot.owner.host_id}/{slot.owner.nonce}")
-                    w.counts["owner_crashes"] += 1
+                    self.trace.event(f"CRASH owner {slot.owner.host_id}/{slot.owner.nonce}")
+                    self.trace.counts["owner_crashes"] += 1
                     slot.nursery = None
                     nursery.cancel_scope.cancel()
             slot.nursery = None
@@ -298,9 +297,9 @@ class OwnedRunner:
                 if owner == slot.owner:
                     del self.executing[run_id]
                     self._later(run_id, HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
-            if not w.quiet:
-                with trio.move_on_after(w.rng.uniform(0, 600)):
-                    await w.quiet_event.wait()
+            if not self.draws.quiet:
+                with trio.move_on_after(self.draws.rng.uniform(0, 600)):
+                    await self.draws.quiet_event.wait()
 
     async def _execute(self, slot: _Slot, run_id: str, delay: float) -> None:
         if delay:
@@ -346,21 +345,19 @@ class OwnedRunner:
                 self._later(run_id, 15.0)
             return
         self.executing[run_id] = owner
-        w = self.world
-        if not w.quiet and w.rng.random() < w.config.partition_rate:
+        if not self.draws.quiet and self.draws.rng.random() < self.draws.config.partition_rate:
             # Cut this owner off the store for a while, starting somewhere inside the run.
-            begin = trio.current_time() + w.rng.uniform(0, 30)
-            length = w.rng.uniform(25, 90)
+            begin = trio.current_time() + self.draws.rng.uniform(0, 30)
+            length = self.draws.rng.uniform(25, 90)
             self.partitioned[caller] = (begin, begin + length)
-            w.counts["owner_partitions"] += 1
-            w.event(
+            self.trace.counts["owner_partitions"] += 1
+            self.trace.event(
                 f"PARTITION {caller} from +{begin - trio.current_time():.1f} s for {length:.1f} s"
             )
             self._later(run_id, begin - trio.current_time() + HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
         await self._own(store, run_id, owner)
 
     async def _own(self, store: FaultyRunStore, run_id: str, owner: OwnerId) -> None:
-        w = self.world
         me = (run_id, owner.nonce + owner.host_id)
         lapses = 0
         body_returned = False
@@ -369,7 +366,7 @@ class OwnedRunner:
             nonlocal lapses
             lapses += 1
 
-        hold = lease_holder(w.bugs)
+        hold = self.hold
         self.alive.add(me)
         lost: LeaseLost | None = None
         try:
@@ -385,26 +382,27 @@ class OwnedRunner:
             self.alive.discard(me)
             if self.executing.get(run_id) == owner:
                 del self.executing[run_id]
-        w.checks["O21"] += 1
-        w.checks["O24"] += 1
+        self.trace.checks["O21"] += 1
+        self.trace.checks["O24"] += 1
         if lapses > 1 or (lapses == 1) != (lost is not None and lost.reason == "lapsed"):
-            w.violated("O21", f"{run_id}: on_lapse called {lapses} times, loop ended with {lost}")
+            self.trace.violated(
+                "O21", f"{run_id}: on_lapse called {lapses} times, loop ended with {lost}"
+            )
         if lost is not None or not body_returned:
             row = self._row(run_id)
             if row is not None and row.status in _ACTIVE:
                 self._later(run_id, HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
 
     async def _body(self, store: FaultyRunStore, run_id: str, owner: OwnerId, lease: Lease) -> None:
-        w = self.world
         event = self.cancel_events.setdefault(run_id, trio.Event())
         deadline = self.deadlines.get(run_id, trio.current_time())
         last = lease.last_confirmed_ms
         while trio.current_time() < deadline and not event.is_set():
             with trio.move_on_after(min(5.0, max(deadline - trio.current_time(), 0.0))):
                 await event.wait()
-            w.checks["O19"] += 1
+            self.trace.checks["O19"] += 1
             if lease.last_confirmed_ms < last:
-                w.violated(
+                self.trace.violated(
                     "O19", f"{run_id}: last_confirmed_ms fell {last} -> {lease.last_confirmed_ms}"
                 )
             last = lease.last_confirmed_ms

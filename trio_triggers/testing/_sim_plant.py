@@ -33,6 +33,7 @@ from ._faults import FaultyRunStore
 
 __all__ = [
     "PLANTED_BUGS",
+    "LeaseHolder",
     "cancel_owned_runs",
     "check_planted_bugs",
     "claim_hook",
@@ -214,7 +215,11 @@ async def cancel_owned_runs(
 # --------------------------------------------------------------------------- the run owners
 
 
-def lease_holder(bugs: frozenset[str]) -> Callable[..., Any]:
+#: What the run owners hold a lease with: ``hold_lease``, or a planted one.
+LeaseHolder = Callable[..., Any]
+
+
+def lease_holder(bugs: frozenset[str]) -> LeaseHolder:
     """``hold_lease``, or the planted one under ``ignore_heartbeat_failures``."""
     return _planted_hold_lease if "ignore_heartbeat_failures" in bugs else hold_lease
 
