@@ -236,6 +236,10 @@ class OwnedRunner:
             return None
         return (self.clock.now_ms() - row.finished_at_ms) / 1000
 
+    def row_count(self) -> int:
+        """How many run rows the world created."""
+        return len(self.inner._rows)
+
     def limit_remaining(self, seconds: float) -> None:
         pass  # owned runs are short; they end by themselves
 

@@ -236,10 +236,10 @@ def seeded_trio_scheduler(seed: int) -> Iterator[None]:
     """
     from trio._core import _run
 
-    saved = _run._ALLOW_DETERMINISTIC_SCHEDULING
-    _run._r.seed(seed)
-    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    saved = _run._ALLOW_DETERMINISTIC_SCHEDULING  # noqa: SLF001
+    _run._r.seed(seed)  # noqa: SLF001
+    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]  # noqa: SLF001
     try:
         yield
     finally:
-        _run._ALLOW_DETERMINISTIC_SCHEDULING = saved  # type: ignore[misc]
+        _run._ALLOW_DETERMINISTIC_SCHEDULING = saved  # type: ignore[misc]  # noqa: SLF001

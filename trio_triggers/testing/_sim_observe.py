@@ -390,45 +390,55 @@ class StoreObserver:
 
     async def after(self, call: StoreCall) -> None:
         self.check_attention(call)
-        method = call.method
-        now = self.clock.now_ms()
         cs = self.callers.get(call.caller)
-        if method not in TRIGGER_STORE_READS and method != "heartbeat" and self.snapshot:
-            assert self.parts is not None
-            scope = _scope_of(method, call.args)
-            pre = self.part(scope)
-            self.prev_part = pre
-            post = self.snapshot(scope)
-            self.check_reservations(call, post)
-            found = check_transition(
-                method=method,
-                args=call.args,
-                kwargs=call.kwargs,
-                answer=call.answer,
-                error=call.error,
-                pre=pre,
-                post=post,
-                now=now,
-                grants=self.grants,
-            )
-            for inv in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"):
-                self.checks[inv] += 1
-            for inv in ("T9", "T10", "T11", "T12", "T13", "T15"):
-                self.checks[inv] += 1
-            if scope is None:
-                self.parts = _split(post)
-            else:
-                self.parts.pop(scope, None)
-                self.parts.update(_split(post))
-            if found:
-                self.trace.fail(
-                    Violation(
-                        invariant=found[0].invariant,
-                        at_ms=found[0].at_ms,
-                        detail=self.trace.norm(f"{call.caller}: {found[0].detail}"),
-                    )
-                )
+        if call.method not in TRIGGER_STORE_READS and call.method != "heartbeat" and self.snapshot:
+            self.check_step(call)
         self.trace_call(call)
+        self.learn(call, cs)
+        if cs is not None:
+            self.follow(call, cs)
+
+    def check_step(self, call: StoreCall) -> None:
+        """The step checks of one write: T1-T15 (``check_transition``) and T36."""
+        assert self.parts is not None
+        assert self.snapshot is not None
+        scope = _scope_of(call.method, call.args)
+        pre = self.part(scope)
+        self.prev_part = pre
+        post = self.snapshot(scope)
+        self.check_reservations(call, post)
+        found = check_transition(
+            method=call.method,
+            args=call.args,
+            kwargs=call.kwargs,
+            answer=call.answer,
+            error=call.error,
+            pre=pre,
+            post=post,
+            now=self.clock.now_ms(),
+            grants=self.grants,
+        )
+        for inv in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"):
+            self.checks[inv] += 1
+        for inv in ("T9", "T10", "T11", "T12", "T13", "T15"):
+            self.checks[inv] += 1
+        if scope is None:
+            self.parts = _split(post)
+        else:
+            self.parts.pop(scope, None)
+            self.parts.update(_split(post))
+        if found:
+            self.trace.fail(
+                Violation(
+                    invariant=found[0].invariant,
+                    at_ms=found[0].at_ms,
+                    detail=self.trace.norm(f"{call.caller}: {found[0].detail}"),
+                )
+            )
+
+    def learn(self, call: StoreCall, cs: CallerState | None) -> None:
+        """What the final checks need: declarations, grants, failed claims, orphans."""
+        method = call.method
         if call.error is None and method in ("active_run", "claim_fire", "claim_pending"):
             self.note_orphans(call)
         if call.error is None and method == "register":
@@ -447,8 +457,10 @@ class StoreObserver:
                     displaced = view.active_run_id
                     if view.action == "supersede" and displaced and not is_reservation(displaced):
                         cs.displaced.add(displaced)
-        if cs is None:
-            return
+
+    def follow(self, call: StoreCall, cs: CallerState) -> None:
+        """What one scheduler instance learned from its call (for T21/T22), and T17."""
+        method = call.method
         error = call.error
         mismatch = isinstance(error, TriggerError) and error.code == "revision_mismatch"
         if method == "claim_pending" and mismatch:

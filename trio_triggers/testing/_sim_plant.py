@@ -104,7 +104,7 @@ class _StaleLedgerStore(_WrappedStore):
         expected_revision: int,
         resume_buffered: bool = False,
     ) -> Any:
-        tables = self._inner._raw_tables()
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
         row = tables.triggers.get(trigger_id)
         fires = tables.fires.get(trigger_id, {})
         hidden = None
@@ -141,12 +141,13 @@ class _StaleIndexStore(_WrappedStore):
     _inner: MemoryTriggerStore
 
     async def record_result(self, result: Result) -> None:
-        row = self._inner._raw_tables().triggers.get(result.trigger_id)
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
+        row = tables.triggers.get(result.trigger_id)
         before = None if row is None else row.get("attention_at_ms")
         await self._inner.record_result(result)
         if row is not None:
             row["attention_at_ms"] = before
-            self._inner._raw_tables().index(result.trigger_id, before)
+            tables.index(result.trigger_id, before)
 
 
 class _FenceSkippingStore(_WrappedStore):

@@ -307,27 +307,39 @@ class _World:
                 with trio.move_on_after(rng.uniform(0, 3 * 3600)):
                     await self.draws.quiet_event.wait()
 
+    async def open_store(self, stack: contextlib.AsyncExitStack) -> TriggerStore:
+        """The world's trigger store (closed by ``stack``); the observer gets its readers."""
+        obs = self.observer
+        if self.config.store == "memory":
+            memory = MemoryTriggerStore(clock=self.wall)
+            obs.snapshot = MemorySnapshotter(memory)
+            obs.attention = memory_attention(memory)
+            return memory
+        tmp = tempfile.TemporaryDirectory(prefix="tt-sim-")
+        stack.callback(tmp.cleanup)
+        path = os.path.join(tmp.name, "sim.sqlite")
+        store = await stack.enter_async_context(open_sqlite_trigger_store(path, clock=self.wall))
+        obs.snapshot, close_reader = sqlite_snapshot(path)
+        stack.callback(close_reader)
+        obs.attention, close_attention = sqlite_attention(path)
+        stack.callback(close_attention)
+        return store
+
+    def quiet_down(self, faulty: FaultyTriggerStore) -> None:
+        """The end of the chaos: no more faults, crashes, edits or jumps; hung calls return."""
+        self.quiet_start = self.wall.now_ms()
+        self.draws.quiet = True
+        self.trace.event("QUIET")
+        faulty.set_faults_enabled(False)
+        faulty.release_hangs()
+        self.runner.limit_remaining(600.0)
+        self.draws.quiet_event.set()
+
     async def run(self) -> SimReport:
         config = self.config
         obs = self.observer
         async with contextlib.AsyncExitStack() as stack:
-            store: TriggerStore
-            if config.store == "memory":
-                memory = MemoryTriggerStore(clock=self.wall)
-                store = memory
-                obs.snapshot = MemorySnapshotter(memory)
-                obs.attention = memory_attention(memory)
-            else:
-                tmp = tempfile.TemporaryDirectory(prefix="tt-sim-")
-                stack.callback(tmp.cleanup)
-                path = os.path.join(tmp.name, "sim.sqlite")
-                store = await stack.enter_async_context(
-                    open_sqlite_trigger_store(path, clock=self.wall)
-                )
-                obs.snapshot, close_reader = sqlite_snapshot(path)
-                stack.callback(close_reader)
-                obs.attention, close_attention = sqlite_attention(path)
-                stack.callback(close_attention)
+            store = await self.open_store(stack)
             inner = plant_store_bugs(self.bugs, store)
             wrapper = FaultyTriggerStore if config.listing else IndexedFaultyTriggerStore
             faulty = wrapper(inner, decide=self.decide, observer=self, serialize=True, record=False)
@@ -347,13 +359,7 @@ class _World:
                         for index in range(config.schedulers):
                             slots.start_soon(self.slot, index, faulty)
                         await trio.sleep(config.days * DAY_S)
-                        self.quiet_start = self.wall.now_ms()
-                        self.draws.quiet = True
-                        self.trace.event("QUIET")
-                        faulty.set_faults_enabled(False)
-                        faulty.release_hangs()
-                        self.runner.limit_remaining(600.0)
-                        self.draws.quiet_event.set()
+                        self.quiet_down(faulty)
                         await trio.sleep(config.quiet_hours * 3600)
                         check_ticking(obs, set(self.scopes))
                         self.alive_at_end = set(self.scopes)
@@ -380,7 +386,7 @@ class _World:
         digest = hashlib.sha256(self.trace.norm(repr(_canonical(final))).encode()).hexdigest()
         self.trace.counts["runner.duplicate_starts"] = self.runner.duplicate_starts
         if isinstance(self.runner, OwnedRunner):
-            self.trace.counts["run_store.rows"] = len(self.runner.inner._rows)
+            self.trace.counts["run_store.rows"] = self.runner.row_count()
         self.trace.counts["runner.runs"] = len(self.runner.runs)
         return SimReport(
             seed=self.seed,
