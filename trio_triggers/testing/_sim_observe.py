@@ -12,7 +12,7 @@ given, and :class:`SerialTicks` is the scheduler hook that checks T26.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import trio
 
@@ -46,6 +46,9 @@ __all__ = [
     "SimRunner",
     "StoreObserver",
 ]
+
+
+T = TypeVar("T")
 
 
 class SimRunner(Protocol):
@@ -89,42 +92,27 @@ class RecordingRunner:
         self._caller = caller
 
     async def start(self, request: StartRequestLike) -> str:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        w = self._observer
-        w.runner_call(self._caller, "start", request.idempotency_key)
-        began = trio.current_time()
-        try:
-            run_id = await self._runner.start(request)
-        except BaseException as exc:
-            w.runner_done(self._caller, "start", request.idempotency_key, began, exc, None)
-            raise
-        w.runner_done(self._caller, "start", request.idempotency_key, began, None, run_id)
-        return run_id
+        key = request.idempotency_key
+        return await self._observed("start", key, lambda: self._runner.start(request))
 
     async def inspect(self, run_id: str) -> RunState:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        w = self._observer
-        w.runner_call(self._caller, "inspect", run_id)
-        began = trio.current_time()
-        try:
-            state = await self._runner.inspect(run_id)
-        except BaseException as exc:
-            w.runner_done(self._caller, "inspect", run_id, began, exc, None)
-            raise
-        w.runner_done(self._caller, "inspect", run_id, began, None, state)
-        return state
+        return await self._observed("inspect", run_id, lambda: self._runner.inspect(run_id))
 
     async def cancel(self, run_id: str) -> None:
+        await self._observed("cancel", run_id, lambda: self._runner.cancel(run_id))
+
+    async def _observed(self, what: str, arg: str, call: Callable[[], Awaitable[T]]) -> T:
         await trio.lowlevel.checkpoint_if_cancelled()
-        w = self._observer
-        w.runner_call(self._caller, "cancel", run_id)
+        observer = self._observer
+        observer.runner_call(self._caller, what, arg)
         began = trio.current_time()
         try:
-            await self._runner.cancel(run_id)
+            answer = await call()
         except BaseException as exc:
-            w.runner_done(self._caller, "cancel", run_id, began, exc, None)
+            observer.runner_done(self._caller, what, arg, began, exc, None)
             raise
-        w.runner_done(self._caller, "cancel", run_id, began, None, None)
+        observer.runner_done(self._caller, what, arg, began, None, answer)
+        return answer
 
 
 class RunnerObserver:
