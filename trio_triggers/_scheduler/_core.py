@@ -37,6 +37,7 @@ from .._store._attention import DueRow
 from .._store._models import Claim, Held, Listed, Result
 from .._store._protocol import AttentionStore, TriggerStore
 from ._groups import one_exception
+from ._hook import NO_HOOK, SchedulerHook
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, Runner, RunState, StartRequest
 
@@ -113,8 +114,10 @@ class Scheduler:
         settings: Settings,
         clock: WallClock,
         nursery: trio.Nursery,
+        hook: SchedulerHook = NO_HOOK,
     ) -> None:
         self._store = store
+        self._hook = hook  # testing only (_hook.py)
         self._runner = runner
         self._options = options
         self._settings = settings
@@ -196,7 +199,7 @@ class Scheduler:
             started = trio.current_time()
             try:
                 with instrument.span("Scheduler.run_once", {"host": self._settings.host}):
-                    await self._tick()
+                    await self._hook.around_tick(self._tick)
             finally:
                 instrument.record_histogram(
                     instrument.TICK_DURATION_MS, (trio.current_time() - started) * 1000
@@ -496,7 +499,7 @@ class Scheduler:
         stale = False
         for o in due.occurrences:
             try:
-                await self._claim_once(trigger, o)
+                await self._hook.around_claim(self._claim_once, trigger, o)
             except _StaleRevision:
                 stale = True
                 break
@@ -946,19 +949,21 @@ async def open_scheduler(
     *,
     options: SchedulerOptions | None = None,
     clock: WallClock | None = None,
+    _hook: SchedulerHook = NO_HOOK,
 ) -> AsyncIterator[Scheduler]:
     """Open a scheduler whose launch tasks live as long as the ``async with`` block.
 
     Validates the options first (``invalid_options`` with ``path`` = the option name).
     Leaving the block detaches every launch task and monitor: no run is cancelled, nothing is
     recorded, the store is not touched. The next scheduler on the same store re-attaches.
+    ``_hook`` is for ``trio_triggers.testing`` only (``_scheduler/_hook.py``).
     """
     opts = options if options is not None else SchedulerOptions()
     settings = validate_options(opts)
     wall = clock if clock is not None else SystemWallClock()
     with one_exception():
         async with trio.open_nursery() as nursery:
-            scheduler = Scheduler(store, runner, opts, settings, wall, nursery)
+            scheduler = Scheduler(store, runner, opts, settings, wall, nursery, _hook)
             unsubscribe = _wake.subscribe(store, scheduler.wake)
             try:
                 yield scheduler

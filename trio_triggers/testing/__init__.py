@@ -22,7 +22,8 @@ from ._faults import (
 from ._invariants import CATALOGUE, InvariantInfo, SimulationViolation, Violation
 from ._noop import NoopTriggerStore, ScriptedRunStore
 from ._runner import RunPlan, ScriptedRunner
-from ._simulate import PLANTED_BUGS, SimConfig, SimReport, simulate, simulate_async
+from ._sim_plant import PLANTED_BUGS
+from ._simulate import SimConfig, SimReport, simulate, simulate_async
 
 __all__ = [
     "CATALOGUE",

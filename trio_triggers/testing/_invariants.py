@@ -18,6 +18,8 @@ turns into :class:`SimulationViolation` carrying the seed and the tail of the tr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgspec
@@ -262,12 +264,425 @@ class Grants:
         self.ever_rows: dict[str, set[int]] = {}
 
 
-def _err(violations: list[Violation], now: int, invariant: str, detail: str) -> None:
-    violations.append(Violation(invariant=invariant, at_ms=now, detail=detail))
-
-
 def _expired(reservation: str, claimed_at: int | None, now: int) -> bool:
     return claimed_at is None or claimed_at <= now - LEASE
+
+
+# --------------------------------------------------------------------------- transitions
+#
+# One checker per invariant. A checker reads one transaction (a ``_Step``) and yields what it
+# saw wrong, as the detail of a violation of the invariant it is listed under. The tables below
+# run in their order, which is the order of the report (the simulator shows its first entry):
+# the call as a whole, each trigger row that is there before and after, the claim the call
+# granted, then each ledger row that changed. ``grants`` is updated in place, by the checkers
+# of T15 (the reservation granted) and T4 (the run launched) and by the ledger loop: the
+# checkers listed before them must still see the grants as they were before the call.
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One trigger-store transaction as the checkers see it."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    answer: Any
+    error: BaseException | None
+    pre: StoreState
+    post: StoreState
+    now: int
+    grants: Grants
+    #: The claim the call answered (``None`` for other calls and failed ones).
+    claim: ClaimView | None
+
+    def granted(self) -> ClaimView | None:
+        """The claim, if it granted a reservation (``fire`` or ``supersede``)."""
+        claim = self.claim
+        if claim is not None and claim.claimed and claim.action in ("fire", "supersede"):
+            return claim
+        return None
+
+    def granted_on(self, tid: str) -> ClaimView | None:
+        """:meth:`granted`, if it is for trigger ``tid``."""
+        claim = self.granted()
+        return claim if claim is not None and claim.trigger_id == tid else None
+
+
+Details = Iterator[str]
+CallCheck = Callable[[_Step], Details]
+TriggerCheck = Callable[[_Step, str, TriggerRow, TriggerRow], Details]
+RowCheck = Callable[[_Step, tuple[str, int], LedgerRow | None, LedgerRow], Details]
+
+
+# --- the call as a whole
+
+
+def _failures_write_nothing(s: _Step) -> Details:
+    """T8: a refused or failed call, or a read, writes nothing."""
+    changed = s.pre.triggers != s.post.triggers or s.pre.ledger != s.post.ledger
+    if s.error is not None and changed:
+        yield f"{s.method}{s.args!r} raised {s.error!r} but changed durable state"
+    if s.method not in _WRITES and changed:
+        yield f"read-only {s.method}{s.args!r} changed durable state"
+
+
+def _fences_refuse(s: _Step) -> Details:
+    """T7: a claim with a stale revision, or on a disabled trigger, is refused."""
+    if s.method not in ("claim_fire", "claim_pending"):
+        return
+    tid = s.args[0]
+    before = s.pre.triggers.get(tid)
+    expected = s.kwargs.get("expected_revision")
+    # claim_pending answers None without any check when the slot is empty (§9.7).
+    empty_slot = s.method == "claim_pending" and before is not None and before.pending_at is None
+    if before is None or expected is None or empty_slot:
+        return
+    code = s.error.code if isinstance(s.error, TriggerError) else None
+    stale = expected != before.revision
+    if stale and code != "revision_mismatch":
+        yield (
+            f"{s.method}({tid!r}) with stale expected_revision {expected} (stored "
+            f"{before.revision}) was not refused (answer {s.answer!r}, error {s.error!r})"
+        )
+    elif not stale and not before.enabled and code != "trigger_disabled":
+        yield f"{s.method}({tid!r}) on a disabled trigger was not refused"
+    if (stale or not before.enabled) and s.claim is not None and s.claim.claimed:
+        yield f"{s.method}({tid!r}) granted a claim through a fence"
+
+
+# --- each trigger row
+
+
+def _trigger_kept(s: _Step, tid: str, a: TriggerRow | None, b: TriggerRow | None) -> Details:
+    """T8: a trigger row never disappears, and only ``register`` creates one."""
+    if b is None and a is not None:
+        yield f"trigger {tid!r} disappeared in {s.method}"
+    if a is None and b is not None and s.method != "register":
+        yield f"trigger {tid!r} appeared in {s.method}"
+
+
+def _cursor_never_decreases(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T1."""
+    if a.last_fired_at is not None and (
+        b.last_fired_at is None or b.last_fired_at < a.last_fired_at
+    ):
+        yield f"{tid}: last_fired_at went from {a.last_fired_at} to {b.last_fired_at} in {s.method}"
+
+
+def _pending_moves_forward(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T11: the pending slot never falls, and only a claim of that occurrence clears it."""
+    if a.pending_at is None:
+        return
+    if b.pending_at is not None and b.pending_at < a.pending_at:
+        yield f"{tid}: pending_at fell {a.pending_at} -> {b.pending_at}"
+    if b.pending_at is None:
+        claim = s.claim
+        ok = (
+            s.method == "claim_pending"
+            and claim is not None
+            and claim.trigger_id == tid
+            and claim.occurrence == a.pending_at
+            and claim.claimed
+            and claim.action in ("fire", "supersede", "skip")
+        )
+        if not ok:
+            yield f"{tid}: pending_at {a.pending_at} cleared by {s.method}"
+
+
+def _register_keeps_held_state(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T8: ``register`` writes the declaration only, never the held state."""
+    if s.method == "register" and (
+        a.pending_at != b.pending_at
+        or a.active_run_id != b.active_run_id
+        or a.active_claimed_at != b.active_claimed_at
+    ):
+        yield f"{tid}: register changed the held state"
+
+
+def _claim_time_of_reservation(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T9: a claim timestamp is the grant time of the reservation that holds."""
+    if s.post.claimed_at_known and b.active_claimed_at is not None:
+        granted_at = s.grants.reservations.get(b.active_run_id or "")
+        if not is_reservation(b.active_run_id) or (
+            granted_at is not None and granted_at != b.active_claimed_at
+        ):
+            yield f"{tid}: active_claimed_at {b.active_claimed_at} with holder {b.active_run_id!r}"
+
+
+def _reservation_from_grant(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T6: a new reservation holds only through a claim this call granted."""
+    holder = b.active_run_id
+    if is_reservation(holder) and holder != a.active_run_id:
+        claim = s.granted_on(tid)
+        if claim is None or claim.reservation_id != holder:
+            yield (
+                f"{tid}: holder became reservation {holder!r} in {s.method} without a granted claim"
+            )
+
+
+def _released(a: TriggerRow, b: TriggerRow) -> str | None:
+    """The reservation that held before the call and no longer does."""
+    held = a.active_run_id
+    return held if is_reservation(held) and b.active_run_id != held else None
+
+
+def _live_reservation_kept(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T10: lease processing removes a reservation only once it expired."""
+    held = _released(a, b)
+    if held is None:
+        return
+    granted_at = s.grants.reservations.get(held, a.active_claimed_at)
+    expired = _expired(held, granted_at, s.now)
+    if not s.pre.claimed_at_known and held not in s.grants.reservations:
+        expired = True  # foreign reservation of unknown age: cannot judge
+    claim = s.claim
+    lease_path = s.method == "active_run" or (
+        s.method in ("claim_fire", "claim_pending")
+        and claim is not None
+        and claim.trigger_id == tid
+        and claim.action != "supersede"
+    )
+    if lease_path and not expired:
+        yield f"{tid}: live reservation {held!r} removed by {s.method}"
+
+
+def _owed_work_kept(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T12: a released reservation's unfinished occurrence stays owed (pending, or a later
+    grant of this call)."""
+    held = _released(a, b)
+    occ = reservation_occurrence(held)
+    if held is None or occ is None or not unfinished(s.post.ledger.get((tid, occ))):
+        return
+    claim = s.granted_on(tid)
+    later_grant = claim is not None and claim.occurrence >= occ
+    if not later_grant and (b.pending_at is None or b.pending_at < occ):
+        yield (
+            f"{tid}: reservation {held!r} released by {s.method} while occurrence "
+            f"{occ} is owed, and pending_at is {b.pending_at}"
+        )
+
+
+def _active_run_recovers(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T10: ``active_run`` keeps a run holder, and replaces an expired reservation by its
+    recorded predecessor (re-arming its occurrence)."""
+    if s.method != "active_run" or s.args[0] != tid or s.error is not None:
+        return
+    held = a.active_run_id
+    if held is not None and not is_reservation(held) and b.active_run_id != held:
+        yield f"{tid}: active_run removed the run holder {held!r}"
+    if held is None or not is_reservation(held) or held not in s.grants.reservations:
+        return
+    if not _expired(held, s.grants.reservations[held], s.now):
+        return
+    occ = reservation_occurrence(held)
+    row = s.pre.ledger.get((tid, occ)) if occ is not None else None
+    want_holder: str | None = None
+    want_pending = a.pending_at
+    if occ is not None and unfinished(row):
+        assert row is not None
+        if row.run_id is not None and not is_reservation(row.run_id):
+            want_holder = row.run_id
+        want_pending = occ if a.pending_at is None else max(a.pending_at, occ)
+    if b.active_run_id != want_holder or b.pending_at != want_pending:
+        yield (
+            f"{tid}: active_run on expired {held!r} left holder {b.active_run_id!r} pending "
+            f"{b.pending_at} (want {want_holder!r}, {want_pending})"
+        )
+    if s.answer != b.active_run_id:
+        yield f"{tid}: active_run answered {s.answer!r}"
+
+
+# --- the claim the call granted
+
+
+def _matching_reservation(claim: ClaimView) -> str | None:
+    rid = claim.reservation_id
+    return rid if rid is not None and reservation_occurrence(rid) == claim.occurrence else None
+
+
+def _grant_names_its_reservation(s: _Step) -> Details:
+    """T6: a granted claim names a reservation of its own occurrence."""
+    claim = s.granted()
+    if claim is not None and _matching_reservation(claim) is None:
+        yield f"granted claim {claim!r} has no matching reservation"
+
+
+def _reservation_granted_once(s: _Step) -> Details:
+    """T15: no reservation is granted twice (records the grant)."""
+    claim = s.granted()
+    rid = None if claim is None else _matching_reservation(claim)
+    if rid is None:
+        return
+    if rid in s.grants.reservations:
+        yield f"reservation {rid!r} granted twice"
+    else:
+        s.grants.reservations[rid] = s.now
+
+
+def _grant_fits_the_holder(s: _Step) -> Details:
+    """T6: ``supersede`` only under that policy and naming what it displaces; ``fire`` only
+    for a free trigger or over an expired reservation."""
+    claim = s.granted()
+    before = None if claim is None else s.pre.triggers.get(claim.trigger_id)
+    if claim is None or before is None:
+        return
+    if claim.action == "supersede":
+        if before.overlap != "supersede":
+            yield f"supersede granted under {before.overlap!r}"
+        if claim.active_run_id is None:
+            yield "a supersede claim reported no displaced holder"
+        return
+    h = before.active_run_id
+    if h is None:
+        return
+    known = h in s.grants.reservations or s.pre.claimed_at_known
+    at = s.grants.reservations.get(h, before.active_claimed_at)
+    if not is_reservation(h) or (known and not _expired(h, at, s.now)):
+        yield f"{claim.trigger_id}: fire granted for {claim.occurrence} while {h!r} holds it"
+
+
+def _moved_cursor_covers_fired_rows(s: _Step) -> Details:
+    """T2 for the rows that did not change: only a cursor that moved can uncover them."""
+    for tid in sorted(s.post.triggers):
+        a = s.pre.triggers.get(tid)
+        b = s.post.triggers[tid]
+        if a is None or a.last_fired_at == b.last_fired_at:
+            continue
+        for (rt, occ), r in s.post.ledger.items():
+            if (
+                rt == tid
+                and r.outcome in _FIRED
+                and (b.last_fired_at is None or b.last_fired_at < occ)
+            ):
+                yield (
+                    f"ledger row {(rt, occ)} is {r.outcome} but the cursor moved to "
+                    f"{b.last_fired_at}"
+                )
+
+
+# --- each ledger row that changed
+
+
+def _prune_keeps_live_rows(s: _Step, key: tuple[str, int], ra: LedgerRow) -> Details:
+    """T13: only ``prune_fires`` deletes rows, and only settled, old, unreferenced ones."""
+    tid, occ = key
+    if s.method != "prune_fires":
+        yield f"ledger row {key} deleted by {s.method}"
+        return
+    trig = s.pre.triggers.get(tid)
+    if ra.outcome is None or ra.outcome in ("buffered", "launched"):
+        yield f"prune deleted live row {key} ({ra.outcome})"
+    if trig is not None and trig.pending_at == occ:
+        yield f"prune deleted the pending row {key}"
+    if trig is not None and ra.run_id is not None and ra.run_id == trig.active_run_id:
+        yield f"prune deleted the holder's row {key}"
+    if occ >= s.args[0]:
+        yield f"prune deleted row {key} newer than {s.args[0]}"
+
+
+def _became_launched(ra: LedgerRow | None, rb: LedgerRow) -> bool:
+    return rb.outcome == "launched" and (ra is None or ra.outcome != "launched")
+
+
+def _outcomes_move_forward(
+    s: _Step, key: tuple[str, int], ra: LedgerRow | None, rb: LedgerRow
+) -> Details:
+    """T3: claims create rows (unfinished, skipped or buffered); outcomes only move forward;
+    a row is launched once."""
+    if ra is None:
+        if s.method not in ("claim_fire", "claim_pending"):
+            yield f"ledger row {key} created by {s.method}"
+        elif rb.outcome not in (None, "skipped", "buffered"):
+            yield f"ledger row {key} created as {rb.outcome!r}"
+    elif rb.outcome not in _FORWARD.get(ra.outcome, frozenset()):
+        yield f"ledger row {key} went {ra.outcome!r} -> {rb.outcome!r}"
+    if _became_launched(ra, rb) and key in s.grants.launched:
+        yield f"ledger row {key} became launched twice"
+
+
+def _launch_names_a_run(
+    s: _Step, key: tuple[str, int], ra: LedgerRow | None, rb: LedgerRow
+) -> Details:
+    """T4: a launched row names a real run, and keeps naming it (records the launch)."""
+    launched = s.grants.launched
+    if _became_launched(ra, rb):
+        run = rb.run_id
+        if not isinstance(run, str) or not run.strip() or is_reservation(run):
+            yield f"ledger row {key} launched with run_id {run!r}"
+        else:
+            launched[key] = run
+    elif key in launched and rb.run_id != launched[key]:
+        yield f"ledger row {key} run_id changed from {launched[key]!r} to {rb.run_id!r}"
+
+
+def _launch_needs_reservation(
+    s: _Step, key: tuple[str, int], ra: LedgerRow | None, rb: LedgerRow
+) -> Details:
+    """T5: a row becomes launched only by ``record_result`` under its own reservation."""
+    if not _became_launched(ra, rb):
+        return
+    tid, occ = key
+    res = s.args[0] if s.method == "record_result" else None
+    before = s.pre.triggers.get(tid)
+    after = s.post.triggers.get(tid)
+    ok = (
+        res is not None
+        and res.outcome == "launched"
+        and res.trigger_id == tid
+        and res.occurrence == occ
+        and before is not None
+        and before.active_run_id == res.reservation_id
+        and reservation_occurrence(res.reservation_id) == occ
+        and after is not None
+        and after.active_run_id == res.run_id
+    )
+    if not ok:
+        yield f"ledger row {key} became launched in {s.method} {s.args!r}"
+
+
+def _fired_row_covered(
+    s: _Step, key: tuple[str, int], ra: LedgerRow | None, rb: LedgerRow
+) -> Details:
+    """T2: the cursor covers a fired row."""
+    tid, occ = key
+    trig = s.post.triggers.get(tid)
+    if (
+        rb.outcome in _FIRED
+        and trig is not None
+        and (trig.last_fired_at is None or trig.last_fired_at < occ)
+    ):
+        yield f"ledger row {key} is {rb.outcome} but last_fired_at is {trig.last_fired_at}"
+
+
+_CALL_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
+    ("T8", _failures_write_nothing),
+    ("T7", _fences_refuse),
+)
+#: For a trigger row there before and after the call (``_trigger_kept`` checks the others).
+_TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
+    ("T1", _cursor_never_decreases),
+    ("T11", _pending_moves_forward),
+    ("T8", _register_keeps_held_state),
+    ("T9", _claim_time_of_reservation),
+    ("T6", _reservation_from_grant),
+    ("T10", _live_reservation_kept),
+    ("T12", _owed_work_kept),
+    ("T10", _active_run_recovers),
+)
+_GRANT_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
+    ("T6", _grant_names_its_reservation),
+    ("T15", _reservation_granted_once),
+    ("T6", _grant_fits_the_holder),
+    ("T2", _moved_cursor_covers_fired_rows),
+)
+#: For a ledger row that changed and still exists (``_prune_keeps_live_rows`` checks the
+#: deleted ones).
+_ROW_CHECKS: Final[tuple[tuple[str, RowCheck], ...]] = (
+    ("T3", _outcomes_move_forward),
+    ("T4", _launch_names_a_run),
+    ("T5", _launch_needs_reservation),
+    ("T2", _fired_row_covered),
+)
 
 
 def check_transition(
@@ -287,223 +702,35 @@ def check_transition(
     ``now`` is the store clock's reading for the call; ``grants`` is updated in place.
     """
     out: list[Violation] = []
+
+    def report(invariant: str, details: Details) -> None:
+        out.extend(Violation(invariant=invariant, at_ms=now, detail=d) for d in details)
+
     claim = claim_view(method, args, answer) if error is None else None
-    granted_reserved = claim is not None and claim.claimed and claim.action in ("fire", "supersede")
-
-    # T8: a refused or failed call writes nothing.
-    if error is not None and (pre.triggers != post.triggers or pre.ledger != post.ledger):
-        _err(out, now, "T8", f"{method}{args!r} raised {error!r} but changed durable state")
-    if method not in _WRITES and (pre.triggers != post.triggers or pre.ledger != post.ledger):
-        _err(out, now, "T8", f"read-only {method}{args!r} changed durable state")
-
-    # T7: fences.
-    if method in ("claim_fire", "claim_pending"):
-        tid = args[0]
-        before = pre.triggers.get(tid)
-        expected = kwargs.get("expected_revision")
-        # claim_pending answers None without any check when the slot is empty (§9.7).
-        empty_slot = method == "claim_pending" and before is not None and before.pending_at is None
-        if before is not None and expected is not None and not empty_slot:
-            code = error.code if isinstance(error, TriggerError) else None
-            stale = expected != before.revision
-            if stale and code != "revision_mismatch":
-                _err(
-                    out,
-                    now,
-                    "T7",
-                    f"{method}({tid!r}) with stale expected_revision {expected} (stored "
-                    f"{before.revision}) was not refused (answer {answer!r}, error {error!r})",
-                )
-            elif not stale and not before.enabled and code != "trigger_disabled":
-                _err(out, now, "T7", f"{method}({tid!r}) on a disabled trigger was not refused")
-            if (stale or not before.enabled) and claim is not None and claim.claimed:
-                _err(out, now, "T7", f"{method}({tid!r}) granted a claim through a fence")
-
-    # Per trigger.
+    s = _Step(
+        method=method,
+        args=args,
+        kwargs=kwargs,
+        answer=answer,
+        error=error,
+        pre=pre,
+        post=post,
+        now=now,
+        grants=grants,
+        claim=claim,
+    )
+    for invariant, check in _CALL_CHECKS:
+        report(invariant, check(s))
     for tid in sorted(set(pre.triggers) | set(post.triggers)):
         a = pre.triggers.get(tid)
         b = post.triggers.get(tid)
-        if b is None:
-            if a is not None:
-                _err(out, now, "T8", f"trigger {tid!r} disappeared in {method}")
+        if a is None or b is None:
+            report("T8", _trigger_kept(s, tid, a, b))
             continue
-        if a is None:
-            if method != "register":
-                _err(out, now, "T8", f"trigger {tid!r} appeared in {method}")
-            continue
-        # T1
-        if a.last_fired_at is not None and (
-            b.last_fired_at is None or b.last_fired_at < a.last_fired_at
-        ):
-            _err(
-                out,
-                now,
-                "T1",
-                f"{tid}: last_fired_at went from {a.last_fired_at} to {b.last_fired_at} in "
-                f"{method}",
-            )
-        # T11
-        if a.pending_at is not None:
-            if b.pending_at is not None and b.pending_at < a.pending_at:
-                _err(out, now, "T11", f"{tid}: pending_at fell {a.pending_at} -> {b.pending_at}")
-            if b.pending_at is None:
-                ok = (
-                    method == "claim_pending"
-                    and claim is not None
-                    and claim.trigger_id == tid
-                    and claim.occurrence == a.pending_at
-                    and claim.claimed
-                    and claim.action in ("fire", "supersede", "skip")
-                )
-                if not ok:
-                    _err(out, now, "T11", f"{tid}: pending_at {a.pending_at} cleared by {method}")
-        if method == "register" and (
-            a.pending_at != b.pending_at
-            or a.active_run_id != b.active_run_id
-            or a.active_claimed_at != b.active_claimed_at
-        ):
-            _err(out, now, "T8", f"{tid}: register changed the held state")
-        # T9
-        if post.claimed_at_known and b.active_claimed_at is not None:
-            granted_at = grants.reservations.get(b.active_run_id or "")
-            if not is_reservation(b.active_run_id) or (
-                granted_at is not None and granted_at != b.active_claimed_at
-            ):
-                _err(
-                    out,
-                    now,
-                    "T9",
-                    f"{tid}: active_claimed_at {b.active_claimed_at} with holder "
-                    f"{b.active_run_id!r}",
-                )
-        # T6: a new reservation only from a granted claim of this call.
-        if (
-            is_reservation(b.active_run_id)
-            and b.active_run_id != a.active_run_id
-            and not (
-                granted_reserved
-                and claim is not None
-                and claim.trigger_id == tid
-                and claim.reservation_id == b.active_run_id
-            )
-        ):
-            _err(
-                out,
-                now,
-                "T6",
-                f"{tid}: holder became reservation {b.active_run_id!r} in {method} without "
-                "a granted claim",
-            )
-        # T10 / T12: a reservation stops being the holder.
-        held = a.active_run_id
-        if is_reservation(held) and b.active_run_id != held:
-            assert held is not None
-            granted_at = grants.reservations.get(held, a.active_claimed_at)
-            expired = _expired(held, granted_at if granted_at is not None else None, now)
-            if not pre.claimed_at_known and held not in grants.reservations:
-                expired = True  # foreign reservation of unknown age: cannot judge
-            lease_path = method == "active_run" or (
-                method in ("claim_fire", "claim_pending")
-                and claim is not None
-                and claim.trigger_id == tid
-                and claim.action != "supersede"
-            )
-            if lease_path and not expired:
-                _err(out, now, "T10", f"{tid}: live reservation {held!r} removed by {method}")
-            occ = reservation_occurrence(held)
-            if occ is not None and unfinished(post.ledger.get((tid, occ))):
-                later_grant = (
-                    granted_reserved
-                    and claim is not None
-                    and claim.trigger_id == tid
-                    and claim.occurrence >= occ
-                )
-                if not later_grant and (b.pending_at is None or b.pending_at < occ):
-                    _err(
-                        out,
-                        now,
-                        "T12",
-                        f"{tid}: reservation {held!r} released by {method} while occurrence "
-                        f"{occ} is owed, and pending_at is {b.pending_at}",
-                    )
-        # T10: active_run on an expired reservation removes it and re-arms it.
-        if method == "active_run" and args[0] == tid and error is None:
-            if held is not None and not is_reservation(held) and b.active_run_id != held:
-                _err(out, now, "T10", f"{tid}: active_run removed the run holder {held!r}")
-            if is_reservation(held) and held in grants.reservations:
-                assert held is not None
-                if _expired(held, grants.reservations[held], now):
-                    occ = reservation_occurrence(held)
-                    row = pre.ledger.get((tid, occ)) if occ is not None else None
-                    want_holder: str | None = None
-                    want_pending = a.pending_at
-                    if occ is not None and unfinished(row):
-                        assert row is not None
-                        if row.run_id is not None and not is_reservation(row.run_id):
-                            want_holder = row.run_id
-                        want_pending = occ if a.pending_at is None else max(a.pending_at, occ)
-                    if b.active_run_id != want_holder or b.pending_at != want_pending:
-                        _err(
-                            out,
-                            now,
-                            "T10",
-                            f"{tid}: active_run on expired {held!r} left holder "
-                            f"{b.active_run_id!r} pending {b.pending_at} (want {want_holder!r}, "
-                            f"{want_pending})",
-                        )
-                    if answer != b.active_run_id:
-                        _err(out, now, "T10", f"{tid}: active_run answered {answer!r}")
-
-    # T6: the shape of a granted claim.
-    if claim is not None and claim.claimed and error is None:
-        before = pre.triggers.get(claim.trigger_id)
-        if claim.action in ("fire", "supersede"):
-            rid = claim.reservation_id
-            if rid is None or reservation_occurrence(rid) != claim.occurrence:
-                _err(out, now, "T6", f"granted claim {claim!r} has no matching reservation")
-            elif rid in grants.reservations:
-                _err(out, now, "T15", f"reservation {rid!r} granted twice")
-            else:
-                grants.reservations[rid] = now
-            if before is not None:
-                if claim.action == "supersede":
-                    if before.overlap != "supersede":
-                        _err(out, now, "T6", f"supersede granted under {before.overlap!r}")
-                    if claim.active_run_id is None:
-                        _err(out, now, "T6", "a supersede claim reported no displaced holder")
-                else:
-                    h = before.active_run_id
-                    if h is not None:
-                        known = h in grants.reservations or pre.claimed_at_known
-                        at = grants.reservations.get(h, before.active_claimed_at)
-                        if not is_reservation(h) or (known and not _expired(h, at, now)):
-                            _err(
-                                out,
-                                now,
-                                "T6",
-                                f"{claim.trigger_id}: fire granted for {claim.occurrence} while "
-                                f"{h!r} holds it",
-                            )
-
-    # T2 for the rows that did not change: only a cursor that moved can uncover them.
-    for tid in sorted(post.triggers):
-        a = pre.triggers.get(tid)
-        b = post.triggers[tid]
-        if a is not None and a.last_fired_at != b.last_fired_at:
-            for (rt, occ), r in post.ledger.items():
-                if (
-                    rt == tid
-                    and r.outcome in _FIRED
-                    and (b.last_fired_at is None or b.last_fired_at < occ)
-                ):
-                    _err(
-                        out,
-                        now,
-                        "T2",
-                        f"ledger row {(rt, occ)} is {r.outcome} but the "
-                        f"cursor moved to {b.last_fired_at}",
-                    )
-    # Ledger rows that changed.
+        for invariant, trigger_check in _TRIGGER_CHECKS:
+            report(invariant, trigger_check(s, tid, a, b))
+    for invariant, check in _GRANT_CHECKS:
+        report(invariant, check(s))
     changed = [
         key
         for key in set(pre.ledger) | set(post.ledger)
@@ -512,76 +739,12 @@ def check_transition(
     for key in sorted(changed):
         ra = pre.ledger.get(key)
         rb = post.ledger.get(key)
-        tid, occ = key
         if rb is None:
             assert ra is not None
-            # T13
-            trig = pre.triggers.get(tid)
-            if method != "prune_fires":
-                _err(out, now, "T13", f"ledger row {key} deleted by {method}")
-            else:
-                if ra.outcome is None or ra.outcome in ("buffered", "launched"):
-                    _err(out, now, "T13", f"prune deleted live row {key} ({ra.outcome})")
-                if trig is not None and trig.pending_at == occ:
-                    _err(out, now, "T13", f"prune deleted the pending row {key}")
-                if trig is not None and ra.run_id is not None and ra.run_id == trig.active_run_id:
-                    _err(out, now, "T13", f"prune deleted the holder's row {key}")
-                if occ >= args[0]:
-                    _err(out, now, "T13", f"prune deleted row {key} newer than {args[0]}")
+            report("T13", _prune_keeps_live_rows(s, key, ra))
             grants.launched.pop(key, None)
             continue
-        grants.ever_rows.setdefault(tid, set()).add(occ)
-        if ra is None:
-            if method not in ("claim_fire", "claim_pending"):
-                _err(out, now, "T3", f"ledger row {key} created by {method}")
-            elif rb.outcome not in (None, "skipped", "buffered"):
-                _err(out, now, "T3", f"ledger row {key} created as {rb.outcome!r}")
-        elif rb.outcome not in _FORWARD.get(ra.outcome, frozenset()):
-            _err(out, now, "T3", f"ledger row {key} went {ra.outcome!r} -> {rb.outcome!r}")
-        became_launched = rb.outcome == "launched" and (ra is None or ra.outcome != "launched")
-        if became_launched:
-            if key in grants.launched:
-                _err(out, now, "T3", f"ledger row {key} became launched twice")
-            run = rb.run_id
-            if not isinstance(run, str) or not run.strip() or is_reservation(run):
-                _err(out, now, "T4", f"ledger row {key} launched with run_id {run!r}")
-            else:
-                grants.launched[key] = run
-            # T5
-            res = args[0] if method == "record_result" else None
-            before = pre.triggers.get(tid)
-            after = post.triggers.get(tid)
-            ok = (
-                res is not None
-                and res.outcome == "launched"
-                and res.trigger_id == tid
-                and res.occurrence == occ
-                and before is not None
-                and before.active_run_id == res.reservation_id
-                and reservation_occurrence(res.reservation_id) == occ
-                and after is not None
-                and after.active_run_id == res.run_id
-            )
-            if not ok:
-                _err(out, now, "T5", f"ledger row {key} became launched in {method} {args!r}")
-        elif key in grants.launched and rb.run_id != grants.launched[key]:
-            _err(
-                out,
-                now,
-                "T4",
-                f"ledger row {key} run_id changed from {grants.launched[key]!r} to {rb.run_id!r}",
-            )
-        # T2
-        trig_after = post.triggers.get(tid)
-        if (
-            rb.outcome in _FIRED
-            and trig_after is not None
-            and (trig_after.last_fired_at is None or trig_after.last_fired_at < occ)
-        ):
-            _err(
-                out,
-                now,
-                "T2",
-                f"ledger row {key} is {rb.outcome} but last_fired_at is {trig_after.last_fired_at}",
-            )
+        grants.ever_rows.setdefault(key[0], set()).add(key[1])
+        for invariant, row_check in _ROW_CHECKS:
+            report(invariant, row_check(s, key, ra, rb))
     return out

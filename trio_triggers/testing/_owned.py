@@ -16,25 +16,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import trio
 
 from .._clock import WallClock
 from .._errors import LeaseLost, RunStoreError, TriggerError
-from .._ownership._lease import Lease, hold_lease
+from .._ownership._lease import Lease
 from .._ownership._liveness import LivenessEvidence
 from .._ownership._memory import MemoryRunStore
-from .._ownership._models import Activated, Created, RunRow, Updated
+from .._ownership._models import Activated, Created, RunRow
 from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS, OwnerId
 from ._faults import Fault, FaultyRunStore, StoreCall
 from ._run_checks import RunGrants, check_run_transition
 from ._runner import RunPlan, RunState, StartRequestLike
-
-if TYPE_CHECKING:
-    from ._simulate import _World
+from ._sim_draws import Draws
+from ._sim_plant import LeaseHolder
+from ._sim_trace import Trace
 
 __all__ = ["OwnedRunner"]
 
@@ -53,8 +51,12 @@ class _Slot:
 class OwnedRunner:
     """A :class:`~trio_triggers.Runner` over a run store, with simulated run owners."""
 
-    def __init__(self, world: _World, clock: WallClock, owners: int) -> None:
-        self.world = world
+    def __init__(
+        self, trace: Trace, draws: Draws, clock: WallClock, owners: int, hold: LeaseHolder
+    ) -> None:
+        self.trace = trace
+        self.draws = draws
+        self.hold = hold
         self.clock = clock
         self.inner = MemoryRunStore(clock=clock)
         self.store = FaultyRunStore(
@@ -80,8 +82,7 @@ class OwnedRunner:
     # ------------------------------------------------------------------ faults and checks
 
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
-        w = self.world
-        if w.quiet:
+        if self.draws.quiet:
             return None
         window = self.partitioned.get(caller)
         if window is not None:
@@ -90,10 +91,10 @@ class OwnedRunner:
                 return Fault(kind="fail_before")
             if now >= window[1]:
                 del self.partitioned[caller]
-        if w.rng.random() >= w.config.store_fault_rate:
+        if self.draws.rng.random() >= self.draws.config.store_fault_rate:
             return None
-        w.counts["run_store.fault"] += 1
-        return Fault(kind="fail_before" if w.rng.random() < 0.6 else "fail_after")
+        self.trace.counts["run_store.fault"] += 1
+        return Fault(kind="fail_before" if self.draws.rng.random() < 0.6 else "fail_after")
 
     def _row(self, run_id: Any) -> RunRow | None:
         if not isinstance(run_id, str):
@@ -106,8 +107,7 @@ class OwnedRunner:
     async def after(self, call: StoreCall) -> None:
         pre = self._pre.pop(call.seq, None)
         post = self._row(call.args[0] if call.args else None)
-        w = self.world
-        w.checks["O1"] += 1
+        self.trace.checks["O1"] += 1
         found = check_run_transition(
             method=call.method,
             args=call.args,
@@ -119,11 +119,11 @@ class OwnedRunner:
             now=self.clock.now_ms(),
         )
         for inv in ("O2", "O3", "O4", "O5", "O6", "O7", "O9", "O10", "O13", "O16", "O17"):
-            w.checks[inv] += 1
+            self.trace.checks[inv] += 1
         for inv in ("O25", "O26", "O27", "O28"):
-            w.checks[inv] += 1
+            self.trace.checks[inv] += 1
         if found:
-            w.fail(found[0])
+            self.trace.fail(found[0])
         # O18: a takeover finds the displaced owner's body already stopped.
         if (
             call.method == "claim_and_own"
@@ -132,28 +132,27 @@ class OwnedRunner:
             and pre.owner is not None
             and pre.owner != call.args[2]
         ):
-            w.checks["O18"] += 1
+            self.trace.checks["O18"] += 1
             if (pre.run_id, pre.owner.nonce + pre.owner.host_id) in self.alive:
-                w.violated(
+                self.trace.violated(
                     "O18",
                     f"{pre.run_id}: taken over by {call.args[2].host_id} while the body of "
                     f"{pre.owner.host_id}/{pre.owner.nonce} still runs",
                 )
         if call.method != "heartbeat" or call.error is not None:
             answer = f"!{type(call.error).__name__}" if call.error is not None else call.answer
-            w.event(f"{call.caller} run.{call.method}({call.args[0]!r}) -> {answer!r}")
+            self.trace.event(f"{call.caller} run.{call.method}({call.args[0]!r}) -> {answer!r}")
 
     # ------------------------------------------------------------------ the Runner protocol
 
     async def start(self, request: StartRequestLike) -> str:
         await trio.lowlevel.checkpoint()
-        w = self.world
         self.starts += 1
-        plan = w._plan(request, 0)
+        plan = self.draws.plan(request, 0)
         plan = RunPlan(
             start=plan.start,
             start_delay=plan.start_delay,
-            duration=w.rng.uniform(20, 200),
+            duration=self.draws.rng.uniform(20, 200),
             outcome=plan.outcome,
         )
         key = request.idempotency_key
@@ -199,7 +198,7 @@ class OwnedRunner:
 
     async def inspect(self, run_id: str) -> RunState:
         await trio.lowlevel.checkpoint()
-        fault = self.world._inspect_fault(run_id)
+        fault = self.draws.inspect_fault(run_id)
         if fault == "hang":
             await trio.sleep_forever()
         if fault == "fail":
@@ -214,7 +213,7 @@ class OwnedRunner:
 
     async def cancel(self, run_id: str) -> None:
         await trio.lowlevel.checkpoint()
-        fault = self.world._cancel_fault(run_id)
+        fault = self.draws.cancel_fault(run_id)
         if fault == "hang":
             await trio.sleep_forever()
         if fault == "fail":
@@ -236,6 +235,10 @@ class OwnedRunner:
         if row is None or row.finished_at_ms is None:
             return None
         return (self.clock.now_ms() - row.finished_at_ms) / 1000
+
+    def row_count(self) -> int:
+        """How many run rows the world created."""
+        return len(self.inner._rows)
 
     def limit_remaining(self, seconds: float) -> None:
         pass  # owned runs are short; they end by themselves
@@ -259,7 +262,7 @@ class OwnedRunner:
         if not live:
             self._later(run_id, 30.0)
             return
-        slot = live[self.world.rng.randrange(len(live))]
+        slot = live[self.draws.rng.randrange(len(live))]
         assert slot.nursery is not None
         slot.nursery.start_soon(self._execute, slot, run_id, delay)
 
@@ -272,8 +275,7 @@ class OwnedRunner:
         self._nursery.start_soon(later)
 
     async def _slot(self, slot: _Slot) -> None:
-        w = self.world
-        rate = w.config.crashes_per_day / 86_400.0
+        rate = self.draws.config.crashes_per_day / 86_400.0
         while True:
             slot.generation += 1
             slot.owner = OwnerId(
@@ -283,14 +285,14 @@ class OwnedRunner:
                 slot.scope = scope
                 async with trio.open_nursery() as nursery:
                     slot.nursery = nursery
-                    if w.quiet or rate <= 0:
+                    if self.draws.quiet or rate <= 0:
                         await trio.sleep_forever()
-                    with trio.move_on_after(w.rng.expovariate(rate)):
-                        await w.quiet_event.wait()
-                    if w.quiet:
+                    with trio.move_on_after(self.draws.rng.expovariate(rate)):
+                        await self.draws.quiet_event.wait()
+                    if self.draws.quiet:
                         await trio.sleep_forever()
-                    w.event(f"CRASH owner {slot.owner.host_id}/{slot.owner.nonce}")
-                    w.counts["owner_crashes"] += 1
+                    self.trace.event(f"CRASH owner {slot.owner.host_id}/{slot.owner.nonce}")
+                    self.trace.counts["owner_crashes"] += 1
                     slot.nursery = None
                     nursery.cancel_scope.cancel()
             slot.nursery = None
@@ -299,9 +301,9 @@ class OwnedRunner:
                 if owner == slot.owner:
                     del self.executing[run_id]
                     self._later(run_id, HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
-            if not w.quiet:
-                with trio.move_on_after(w.rng.uniform(0, 600)):
-                    await w.quiet_event.wait()
+            if not self.draws.quiet:
+                with trio.move_on_after(self.draws.rng.uniform(0, 600)):
+                    await self.draws.quiet_event.wait()
 
     async def _execute(self, slot: _Slot, run_id: str, delay: float) -> None:
         if delay:
@@ -347,21 +349,19 @@ class OwnedRunner:
                 self._later(run_id, 15.0)
             return
         self.executing[run_id] = owner
-        w = self.world
-        if not w.quiet and w.rng.random() < w.config.partition_rate:
+        if not self.draws.quiet and self.draws.rng.random() < self.draws.config.partition_rate:
             # Cut this owner off the store for a while, starting somewhere inside the run.
-            begin = trio.current_time() + w.rng.uniform(0, 30)
-            length = w.rng.uniform(25, 90)
+            begin = trio.current_time() + self.draws.rng.uniform(0, 30)
+            length = self.draws.rng.uniform(25, 90)
             self.partitioned[caller] = (begin, begin + length)
-            w.counts["owner_partitions"] += 1
-            w.event(
+            self.trace.counts["owner_partitions"] += 1
+            self.trace.event(
                 f"PARTITION {caller} from +{begin - trio.current_time():.1f} s for {length:.1f} s"
             )
             self._later(run_id, begin - trio.current_time() + HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
         await self._own(store, run_id, owner)
 
     async def _own(self, store: FaultyRunStore, run_id: str, owner: OwnerId) -> None:
-        w = self.world
         me = (run_id, owner.nonce + owner.host_id)
         lapses = 0
         body_returned = False
@@ -370,7 +370,7 @@ class OwnedRunner:
             nonlocal lapses
             lapses += 1
 
-        hold = _planted_hold_lease if "ignore_heartbeat_failures" in w.bugs else hold_lease
+        hold = self.hold
         self.alive.add(me)
         lost: LeaseLost | None = None
         try:
@@ -386,26 +386,27 @@ class OwnedRunner:
             self.alive.discard(me)
             if self.executing.get(run_id) == owner:
                 del self.executing[run_id]
-        w.checks["O21"] += 1
-        w.checks["O24"] += 1
+        self.trace.checks["O21"] += 1
+        self.trace.checks["O24"] += 1
         if lapses > 1 or (lapses == 1) != (lost is not None and lost.reason == "lapsed"):
-            w.violated("O21", f"{run_id}: on_lapse called {lapses} times, loop ended with {lost}")
+            self.trace.violated(
+                "O21", f"{run_id}: on_lapse called {lapses} times, loop ended with {lost}"
+            )
         if lost is not None or not body_returned:
             row = self._row(run_id)
             if row is not None and row.status in _ACTIVE:
                 self._later(run_id, HEARTBEAT_STALE_AFTER_MS / 1000 + 1)
 
     async def _body(self, store: FaultyRunStore, run_id: str, owner: OwnerId, lease: Lease) -> None:
-        w = self.world
         event = self.cancel_events.setdefault(run_id, trio.Event())
         deadline = self.deadlines.get(run_id, trio.current_time())
         last = lease.last_confirmed_ms
         while trio.current_time() < deadline and not event.is_set():
             with trio.move_on_after(min(5.0, max(deadline - trio.current_time(), 0.0))):
                 await event.wait()
-            w.checks["O19"] += 1
+            self.trace.checks["O19"] += 1
             if lease.last_confirmed_ms < last:
-                w.violated(
+                self.trace.violated(
                     "O19", f"{run_id}: last_confirmed_ms fell {last} -> {lease.last_confirmed_ms}"
                 )
             last = lease.last_confirmed_ms
@@ -424,44 +425,3 @@ class OwnedRunner:
             result_json="{}" if status == "completed" else None,
             error=None if status == "completed" else f"run {status}",
         )
-
-
-@asynccontextmanager
-async def _planted_hold_lease(
-    run_store: FaultyRunStore,
-    run_id: str,
-    owner: OwnerId,
-    *,
-    clock: WallClock,
-    on_lapse: Callable[[int], Any] | None = None,
-) -> AsyncIterator[Any]:
-    """Planted bug: a heartbeat loop that ignores write failures and never lapses."""
-
-    class _View:
-        last_confirmed_ms = clock.now_ms()
-
-    view = _View()
-
-    async def pulses() -> None:
-        while True:
-            await trio.sleep(1)
-            try:
-                got = await run_store.heartbeat(run_id, owner, clock.now_ms())
-            except RunStoreError:
-                continue  # the bug: failures are ignored, the body keeps running
-            if isinstance(got, Updated):
-                view.last_confirmed_ms = clock.now_ms()
-            else:
-                return
-
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pulses)
-        try:
-            yield view
-        except BaseException as exc:
-            body_error = exc
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error

@@ -1,0 +1,266 @@
+"""The simulator's planted bugs: known mistakes behind test-only switches.
+
+``SimConfig(planted_bugs=(...))`` switches them on, to prove that the checkers catch them
+(``docs/simulation.md``, "Proving the checkers"). None of them edits library code: they wrap
+the trigger store (:func:`plant_store_bugs`), give the scheduler a
+:class:`~trio_triggers._scheduler._hook.SchedulerHook` (:func:`claim_hook`), cancel the runs
+of a closing scheduler (:func:`cancel_owned_runs`), or swap the run owners' lease holder
+(:func:`lease_holder`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import trio
+
+from .._clock import WallClock
+from .._declarations import RegisteredTrigger
+from .._errors import RunStoreError, TriggerError
+from .._identities import is_reservation, reservation_occurrence
+from .._ownership._lease import hold_lease
+from .._ownership._models import Updated
+from .._ownership._owner import OwnerId
+from .._scheduler._core import Scheduler
+from .._scheduler._hook import NO_HOOK, SchedulerHook
+from .._store._memory import MemoryTriggerStore
+from .._store._models import Result
+from .._store._protocol import TriggerStore
+from ._faults import FaultyRunStore
+
+__all__ = [
+    "PLANTED_BUGS",
+    "LeaseHolder",
+    "cancel_owned_runs",
+    "check_planted_bugs",
+    "claim_hook",
+    "lease_holder",
+    "plant_store_bugs",
+]
+
+#: Test-only switches that plant known bugs, to prove the checkers catch them.
+PLANTED_BUGS: Final = frozenset(
+    {
+        "watermark_before_dispatch",
+        "skip_revision_fence",
+        "cancel_runs_on_exit",
+        "ignore_heartbeat_failures",
+        "attention_not_moved",
+        "stale_ledger_under_lock",
+    }
+)
+
+
+def check_planted_bugs(bugs: tuple[str, ...]) -> frozenset[str]:
+    """The planted bugs as a set; ``ValueError`` for a name that is not one."""
+    unknown = sorted(set(bugs) - PLANTED_BUGS)
+    if unknown:
+        raise ValueError(f"unknown planted bugs: {unknown}")
+    return frozenset(bugs)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def plant_store_bugs(bugs: frozenset[str], store: TriggerStore) -> TriggerStore:
+    """``store``, wrapped by the planted store bugs that apply to it."""
+    inner = store
+    if "skip_revision_fence" in bugs:
+        inner = _FenceSkippingStore(inner)
+    if "attention_not_moved" in bugs and isinstance(store, MemoryTriggerStore):
+        inner = _StaleIndexStore(store)
+    if "stale_ledger_under_lock" in bugs and isinstance(store, MemoryTriggerStore):
+        inner = _StaleLedgerStore(store)
+    return inner
+
+
+class _WrappedStore:
+    """A store wrapper for a planted bug: everything not overridden goes to ``_inner``."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _StaleLedgerStore(_WrappedStore):
+    """Planted bug: a claim reads the trigger row as it is but the ledger as it was before
+    a concurrent claim of the same occurrence (what one PostgreSQL statement joining the ledger
+    under a waited row lock did, READ COMMITTED). Emulated on the memory store: a claim of an
+    occurrence whose own reservation holds the trigger runs with that ledger row hidden, then
+    the row is put back carrying what the claim wrote to it."""
+
+    _inner: MemoryTriggerStore
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Any:
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
+        row = tables.triggers.get(trigger_id)
+        fires = tables.fires.get(trigger_id, {})
+        hidden = None
+        if (
+            row is not None
+            and reservation_occurrence(_text_or_none(row.get("active_run_id"))) == occurrence
+            and occurrence in fires
+            and fires[occurrence]["outcome"] is None
+        ):
+            hidden = fires.pop(occurrence)
+        try:
+            return await self._inner.claim_fire(
+                trigger_id,
+                occurrence,
+                expected_revision=expected_revision,
+                resume_buffered=resume_buffered,
+            )
+        finally:
+            if hidden is not None:
+                written = fires.get(occurrence)
+                if written is not None:
+                    hidden.update({k: v for k, v in written.items() if k == "outcome"})
+                fires[occurrence] = hidden
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class _StaleIndexStore(_WrappedStore):
+    """Planted bug: ``record_result`` leaves the row's attention instant where it was (an
+    index entry one write does not move). Memory store only."""
+
+    _inner: MemoryTriggerStore
+
+    async def record_result(self, result: Result) -> None:
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
+        row = tables.triggers.get(result.trigger_id)
+        before = None if row is None else row.get("attention_at_ms")
+        await self._inner.record_result(result)
+        if row is not None:
+            row["attention_at_ms"] = before
+            tables.index(result.trigger_id, before)
+
+
+class _FenceSkippingStore(_WrappedStore):
+    """Planted bug: claims ignore ``expected_revision`` (the revision fence is skipped)."""
+
+    _inner: TriggerStore
+
+    async def claim_fire(
+        self,
+        trigger_id: str,
+        occurrence: int,
+        *,
+        expected_revision: int,
+        resume_buffered: bool = False,
+    ) -> Any:
+        current = await self._inner.get(trigger_id)
+        revision = current.revision if current is not None else expected_revision
+        return await self._inner.claim_fire(
+            trigger_id, occurrence, expected_revision=revision, resume_buffered=resume_buffered
+        )
+
+    async def claim_pending(self, trigger_id: str, *, expected_revision: int) -> Any:
+        current = await self._inner.get(trigger_id)
+        revision = current.revision if current is not None else expected_revision
+        return await self._inner.claim_pending(trigger_id, expected_revision=revision)
+
+
+# --------------------------------------------------------------------------- the scheduler
+
+
+class _SwallowingClaims(SchedulerHook):
+    """Planted bug ``watermark_before_dispatch``: a failed dispatch is treated as done, so the
+    watermark passes it."""
+
+    async def around_claim(
+        self,
+        claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
+        trigger: RegisteredTrigger,
+        occurrence: int,
+    ) -> None:
+        try:
+            await claim(trigger, occurrence)
+        except TriggerError as err:
+            if err.code == "revision_mismatch":
+                raise
+
+
+def claim_hook(bugs: frozenset[str]) -> SchedulerHook:
+    """The scheduler hook the planted claim bug needs (:data:`NO_HOOK` without it)."""
+    return _SwallowingClaims() if "watermark_before_dispatch" in bugs else NO_HOOK
+
+
+async def cancel_owned_runs(
+    bugs: frozenset[str], scheduler: Scheduler, cancel: Callable[[str], Awaitable[None]]
+) -> None:
+    """Planted bug ``cancel_runs_on_exit``: closing a scheduler cancels every run it owns."""
+    if "cancel_runs_on_exit" not in bugs:
+        return
+    with trio.CancelScope(shield=True):
+        for entry in sorted(scheduler.owned().values(), key=lambda entry: str(entry.run_id)):
+            if not is_reservation(entry.run_id):
+                with contextlib.suppress(Exception):
+                    await cancel(entry.run_id)
+
+
+# --------------------------------------------------------------------------- the run owners
+
+
+#: What the run owners hold a lease with: ``hold_lease``, or a planted one.
+LeaseHolder = Callable[..., Any]
+
+
+def lease_holder(bugs: frozenset[str]) -> LeaseHolder:
+    """``hold_lease``, or the planted one under ``ignore_heartbeat_failures``."""
+    return _planted_hold_lease if "ignore_heartbeat_failures" in bugs else hold_lease
+
+
+@asynccontextmanager
+async def _planted_hold_lease(
+    run_store: FaultyRunStore,
+    run_id: str,
+    owner: OwnerId,
+    *,
+    clock: WallClock,
+    on_lapse: Callable[[int], Any] | None = None,
+) -> AsyncIterator[Any]:
+    """Planted bug: a heartbeat loop that ignores write failures and never lapses."""
+
+    class _View:
+        last_confirmed_ms = clock.now_ms()
+
+    view = _View()
+
+    async def pulses() -> None:
+        while True:
+            await trio.sleep(1)
+            try:
+                got = await run_store.heartbeat(run_id, owner, clock.now_ms())
+            except RunStoreError:
+                continue  # the bug: failures are ignored, the body keeps running
+            if isinstance(got, Updated):
+                view.last_confirmed_ms = clock.now_ms()
+            else:
+                return
+
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pulses)
+        try:
+            yield view
+        except BaseException as exc:
+            body_error = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
