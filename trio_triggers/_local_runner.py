@@ -23,8 +23,8 @@ import inspect as _inspect
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -33,6 +33,7 @@ import trio
 from ._clock import SystemWallClock, WallClock
 from ._constants import RESERVATION_PREFIX
 from ._errors import LeaseLost, RunStoreError, TriggerError
+from ._groups import one_exception
 from ._ownership import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_STALE_AFTER_MS,
@@ -164,26 +165,6 @@ def _clean_message(text: str) -> str:
     if len(text) > MAX_ERROR_CHARS:
         text = "..." + text[-(MAX_ERROR_CHARS - 3) :]
     return text
-
-
-@contextmanager
-def _one_exception() -> Iterator[None]:
-    """Re-raise the meaningful exception of an escaping group bare (one exception per call)."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        leaves: list[BaseException] = []
-
-        def walk(g: BaseExceptionGroup[BaseException]) -> None:
-            for e in g.exceptions:
-                if isinstance(e, BaseExceptionGroup):
-                    walk(e)
-                else:
-                    leaves.append(e)
-
-        walk(group)
-        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-        raise chosen from chosen.__cause__
 
 
 def _duration_s(name: str, value: float) -> float:
@@ -364,7 +345,7 @@ class LocalRunner:
             raise RuntimeError("this LocalRunner is already serving")
         self._serving = True
         try:
-            with _one_exception():
+            with one_exception():
                 async with trio.open_nursery() as nursery:
                     task_status.started()
                     await self._dispatch(nursery)
@@ -444,7 +425,7 @@ class LocalRunner:
                 raise LeaseLost(run_id, "fence_lost")
 
         try:
-            with _one_exception():
+            with one_exception():
                 async with hold_lease(store, run_id, owner, clock=self._clock):
                     flow = self._flows[row.flow_id or ""]
                     context = RunContext(
@@ -499,7 +480,7 @@ class LocalRunner:
         self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
     ) -> Finish:
         result: Finish | None = None
-        with _one_exception():
+        with one_exception():
             async with trio.open_nursery() as nursery:
                 body = trio.CancelScope()
 
@@ -580,7 +561,7 @@ async def open_local_runner(
     Leaving the block stops the workers; unfinished runs are handed back as ``suspended``.
     """
     runner = LocalRunner(run_store, flows, **options)
-    with _one_exception():
+    with one_exception():
         async with trio.open_nursery() as nursery:
             await nursery.start(runner.serve)
             try:

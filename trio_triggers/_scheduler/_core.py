@@ -31,12 +31,12 @@ from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron
 from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
+from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import due_occurrences
 from .._store._attention import DueRow
 from .._store._models import Claim, Held, Listed, Result
 from .._store._protocol import AttentionStore, TriggerStore
-from ._groups import one_exception
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, Runner, RunState, StartRequest
 
