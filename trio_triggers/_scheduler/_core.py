@@ -127,7 +127,6 @@ class Scheduler:
         self._closed = False
         self._wake_event = trio.Event()
         self._next_due: dict[str, int] = {}
-        self._crons: dict[tuple[str, str | None], Cron] = {}
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
         # The attention index (docs/scheduler.md, "What a tick reads"):
         self._indexed = isinstance(store, AttentionStore) and not settings.listing
@@ -458,16 +457,10 @@ class Scheduler:
     def _next_occurrence(self, trigger: RegisteredTrigger) -> int | None:
         """The trigger's next occurrence after now (for the wake-on-deadline sleep)."""
         # (Cheap per trigger: ``Cron`` remembers the current gap between occurrences per
-        # expression, and the parsed expressions are kept here.)
+        # expression, and ``Cron.parse`` answers from the package's one cache of parsed crons.)
         now = self._clock.now_ms()
-        key = (trigger.cron, trigger.timezone)
         try:
-            cron = self._crons.get(key)
-            if cron is None:
-                if len(self._crons) > 10_000:
-                    self._crons.clear()
-                cron = self._crons[key] = Cron.parse(trigger.cron, trigger.timezone, now=now)
-            upcoming = cron.next(now)
+            upcoming = Cron.parse(trigger.cron, trigger.timezone, now=now).next(now)
         except TriggerError:
             return None
         return upcoming
