@@ -25,7 +25,7 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 import trio
@@ -38,6 +38,7 @@ from ._ownership import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_STALE_AFTER_MS,
     Activated,
+    GuardFailed,
     LivenessCheck,
     LivenessContext,
     NotFound,
@@ -87,6 +88,8 @@ class RunContext:
 
     __slots__ = ("_cancel_seen", "_save", "flow_id", "idempotency_key", "run_id", "state")
 
+    _cancel_seen: trio.Event
+
     def __init__(
         self,
         *,
@@ -95,18 +98,19 @@ class RunContext:
         idempotency_key: str | None,
         state: Any,
         save: Callable[[str], Awaitable[None]],
+        cancel_seen: trio.Event,
     ) -> None:
         self.run_id = run_id
         self.flow_id = flow_id
         self.idempotency_key = idempotency_key
         self.state = state
         self._save = save
-        self._cancel_seen = False
+        self._cancel_seen = cancel_seen  # set by the runner's worker (the event is its own)
 
     @property
     def cancel_requested(self) -> bool:
         """Whether a cancel request for this run has been observed."""
-        return self._cancel_seen
+        return self._cancel_seen.is_set()
 
     async def save_state(self, state: Any) -> None:
         """Durably record ``state`` (a JSON value) as this run's progress.
@@ -125,6 +129,7 @@ class RunContext:
         return f"RunContext(run_id={self.run_id!r}, flow_id={self.flow_id!r})"
 
 
+@runtime_checkable
 class ClaimableRuns(Protocol):
     """The read a runner needs to find work: runs that may be taken at ``now_ms``.
 
@@ -176,10 +181,15 @@ def _duration_s(name: str, value: float) -> float:
 
 
 class _Worker:
-    __slots__ = ("cancel_event", "context")
+    """One run being executed: ``cancel_event`` pokes its cancel watcher (a request made in
+    this process); ``cancel_seen`` is set once the request has been observed (what the flow's
+    ``RunContext.cancel_requested`` reads)."""
+
+    __slots__ = ("cancel_event", "cancel_seen", "context")
 
     def __init__(self) -> None:
         self.cancel_event = trio.Event()
+        self.cancel_seen = trio.Event()
         self.context: RunContext | None = None
 
 
@@ -363,9 +373,13 @@ class LocalRunner:
                 await self._wake.wait()
 
     async def _candidates(self, now_ms: int) -> list[RunRow]:
-        finder: Any = self._store
-        rows: list[RunRow] = await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
-        return rows
+        finder = self._store
+        if not isinstance(finder, ClaimableRuns):
+            raise TypeError(
+                f"LocalRunner needs a run store that can list claimable runs (find_claimable); "
+                f"{type(finder).__name__} cannot"
+            )
+        return await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
 
     async def _claim_round(self, nursery: trio.Nursery) -> None:
         now = self._clock.now_ms()
@@ -434,6 +448,7 @@ class LocalRunner:
                         idempotency_key=row.idempotency_key,
                         state=msgspec.json.decode(row.state_json),
                         save=save,
+                        cancel_seen=worker.cancel_seen,
                     )
                     worker.context = context
                     if row.cancel_requested_at_ms is not None:
@@ -518,7 +533,7 @@ class LocalRunner:
             except RunStoreError:
                 continue
             if row.cancel_requested_at_ms is not None:
-                context._cancel_seen = True
+                worker.cancel_seen.set()
                 with suppress(RunStoreError):
                     await self._store.acknowledge_cancel(run_id, self._owner, self._clock.now_ms())
                 return
@@ -536,7 +551,7 @@ class LocalRunner:
         )
         if isinstance(outcome, Transitioned):
             return True
-        if type(outcome).__name__ == "GuardFailed":
+        if isinstance(outcome, GuardFailed):
             # A cancel request arrived after the flow ended: a requested cancellation wins.
             outcome = await self._store.transition_owned(
                 run_id,
