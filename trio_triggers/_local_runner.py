@@ -53,6 +53,7 @@ from ._ownership import (
     same_host_pid_probe,
 )
 from ._scheduler import RunState, StartRequest
+from ._watch import Published, Watched, move_on_when
 
 __all__ = [
     "FlowFn",
@@ -244,6 +245,7 @@ class LocalRunner:
         self._liveness = liveness
         self._flows: dict[str, FlowFn] = {}
         self._workers: dict[str, _Worker] = {}
+        self._running_count: Published[int] = Published(0)  # len(self._workers), to wait on
         self._wake = trio.Event()
         self._serving = False
         for flow_id, fn in (flows or {}).items():
@@ -265,6 +267,13 @@ class LocalRunner:
     def running(self) -> Sequence[str]:
         """Run ids this runner is executing right now."""
         return sorted(self._workers)
+
+    @property
+    def running_count(self) -> Watched[int]:
+        """How many runs this runner is executing right now, as a value to wait on:
+        ``await runner.running_count.wait_value(0)`` (no run in flight) or
+        ``wait_value(lambda n: n >= 2)``, instead of polling :attr:`running`."""
+        return self._running_count.view
 
     def register(self, flow_id: str, fn: FlowFn) -> None:
         """Register ``fn`` (``async def fn(input, run)``) under ``flow_id``.
@@ -421,6 +430,7 @@ class LocalRunner:
                 )
             worker = _Worker()
             self._workers[row.run_id] = worker
+            self._running_count.set(len(self._workers))
             nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
 
     # --- one run ---------------------------------------------------------------------------
@@ -475,6 +485,7 @@ class LocalRunner:
             if not finished:
                 await self._hand_back(run_id)
             self._workers.pop(run_id, None)
+            self._running_count.set(len(self._workers))
             self._wake.set()
 
     async def _hand_back(self, run_id: str) -> None:
@@ -495,27 +506,19 @@ class LocalRunner:
         self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
     ) -> Finish:
         result: Finish | None = None
+        # The body runs until it ends or a cancel request is seen, whichever comes first.
         with one_exception():
-            async with trio.open_nursery() as nursery:
-                body = trio.CancelScope()
-
-                async def watch() -> None:
-                    await self._watch_cancel(context, worker)
-                    body.cancel()
-
-                nursery.start_soon(watch)
-                with body:
-                    try:
-                        value = flow(input_value, context)
-                        if _inspect.isawaitable(value):
-                            value = await value
-                        result = ("completed", msgspec.json.encode(value).decode(), None)
-                    except (TypeError, ValueError, OverflowError) as exc:
-                        if result is None:
-                            result = ("failed", None, _describe(exc))
-                    except Exception as exc:
+            async with move_on_when(self._watch_cancel, context, worker):
+                try:
+                    value = flow(input_value, context)
+                    if _inspect.isawaitable(value):
+                        value = await value
+                    result = ("completed", msgspec.json.encode(value).decode(), None)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    if result is None:
                         result = ("failed", None, _describe(exc))
-                nursery.cancel_scope.cancel()
+                except Exception as exc:
+                    result = ("failed", None, _describe(exc))
         if context.cancel_requested:
             return ("cancelled", None, "cancel requested")
         if result is None:  # pragma: no cover - the body scope is only cancelled by a request
