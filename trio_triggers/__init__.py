@@ -42,6 +42,7 @@ from ._executor import (
     InlineExecutor as InlineExecutor,
     ThreadExecutor as ThreadExecutor,
 )
+from ._watch import Watched as Watched
 
 # isort: split
 # --- Schedules: cron, declarations, identities, JSON, the pure catch-up and overlap policies
@@ -315,6 +316,7 @@ __all__ = [
     "TrioWallClock",
     "Updated",
     "WallClock",
+    "Watched",
     "__version__",
     "catch_up_occurrences",
     "due_occurrences",

@@ -33,12 +33,12 @@ from ._clock import SystemWallClock, WallClock
 from ._databases import open_stores
 from ._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
 from ._errors import RunStoreError, TriggerError
+from ._groups import one_exception
 from ._identities import idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
 from ._ownership import OwnerId, RunRow, RunStatus, RunStore
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
-from ._scheduler._groups import one_exception
 from ._scheduler._options import validate_options, validate_poll_interval
 from ._store import HistoryPage, HistoryQuery, Outcome, TriggerStore
 

@@ -633,20 +633,11 @@ class Cron:
         """
         if not isinstance(expression, str):
             raise TriggerError("invalid_cron", "cron expression must be a string")
-        compiled = _compile(str.__str__(expression))
-        zone: _Zone | None
-        if timezone is None:
-            zone = None
-        elif isinstance(timezone, str):
-            zone = _named_zone(str.__str__(timezone))
+        if cls is Cron and type(expression) is str and (timezone is None or type(timezone) is str):
+            cron, satisfiable = _cached(expression, timezone)  # the one cache of parsed crons
         else:
-            raise _invalid_zone()
-        cron = object.__new__(cls)
-        object.__setattr__(cron, "_compiled", compiled)
-        object.__setattr__(cron, "_expression", expression)
-        object.__setattr__(cron, "_timezone", timezone)
-        object.__setattr__(cron, "_zone", zone)
-        if not (compiled.satisfiable and _PROBE_SAFE_LOW <= now <= _PROBE_SAFE_HIGH):
+            cron, satisfiable = _construct(cls, expression, timezone)
+        if not (satisfiable and _PROBE_SAFE_LOW <= now <= _PROBE_SAFE_HIGH):
             cron.next(now)  # the satisfiability probe; the fast path above cannot fail
         return cron
 
@@ -734,3 +725,38 @@ class Cron:
                 f"MAX_OCCURRENCES is {MAX_OCCURRENCES}",
             )
         return found
+
+
+def _construct(cls: type[Cron], expression: str, timezone: object) -> tuple[Cron, bool]:
+    """A new ``Cron`` and whether it is statically satisfiable (no cache, no probe).
+
+    Raises ``invalid_cron`` for bad syntax or an unknown zone.
+    """
+    compiled = _compile(str.__str__(expression))
+    zone: _Zone | None
+    if timezone is None:
+        zone = None
+    elif isinstance(timezone, str):
+        zone = _named_zone(str.__str__(timezone))
+    else:
+        raise _invalid_zone()
+    cron = object.__new__(cls)
+    object.__setattr__(cron, "_compiled", compiled)
+    object.__setattr__(cron, "_expression", expression)
+    object.__setattr__(cron, "_timezone", timezone)
+    object.__setattr__(cron, "_zone", zone)
+    return cron, compiled.satisfiable
+
+
+@lru_cache(maxsize=4096)
+def _cached(expression: str, timezone: str | None) -> tuple[Cron, bool]:
+    """The parsed ``(expression, timezone)``: the package's one cache of parsed crons.
+
+    Every reader of a schedule (the declaration's check, ``due_occurrences`` on every tick, the
+    scheduler's wake-on-deadline sleep, the attention index on every store write) calls
+    :meth:`Cron.parse`, which answers from here. A ``Cron`` is immutable and does not depend on
+    ``now`` (an absent timezone is resolved afresh by every operation), so one instance serves
+    every caller; only the satisfiability probe depends on ``now`` and :meth:`Cron.parse` runs
+    it per call. Parse errors are not cached (``lru_cache`` keeps answers, not exceptions).
+    """
+    return _construct(Cron, expression, timezone)

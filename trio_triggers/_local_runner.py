@@ -23,9 +23,9 @@ import inspect as _inspect
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
-from typing import Any, Literal, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 import trio
@@ -33,10 +33,12 @@ import trio
 from ._clock import SystemWallClock, WallClock
 from ._constants import RESERVATION_PREFIX
 from ._errors import LeaseLost, RunStoreError, TriggerError
+from ._groups import one_exception
 from ._ownership import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_STALE_AFTER_MS,
     Activated,
+    GuardFailed,
     LivenessCheck,
     LivenessContext,
     NotFound,
@@ -51,6 +53,7 @@ from ._ownership import (
     same_host_pid_probe,
 )
 from ._scheduler import RunState, StartRequest
+from ._watch import Published, Watched, move_on_when
 
 __all__ = [
     "FlowFn",
@@ -86,6 +89,8 @@ class RunContext:
 
     __slots__ = ("_cancel_seen", "_save", "flow_id", "idempotency_key", "run_id", "state")
 
+    _cancel_seen: trio.Event
+
     def __init__(
         self,
         *,
@@ -94,18 +99,19 @@ class RunContext:
         idempotency_key: str | None,
         state: Any,
         save: Callable[[str], Awaitable[None]],
+        cancel_seen: trio.Event,
     ) -> None:
         self.run_id = run_id
         self.flow_id = flow_id
         self.idempotency_key = idempotency_key
         self.state = state
         self._save = save
-        self._cancel_seen = False
+        self._cancel_seen = cancel_seen  # set by the runner's worker (the event is its own)
 
     @property
     def cancel_requested(self) -> bool:
         """Whether a cancel request for this run has been observed."""
-        return self._cancel_seen
+        return self._cancel_seen.is_set()
 
     async def save_state(self, state: Any) -> None:
         """Durably record ``state`` (a JSON value) as this run's progress.
@@ -124,6 +130,7 @@ class RunContext:
         return f"RunContext(run_id={self.run_id!r}, flow_id={self.flow_id!r})"
 
 
+@runtime_checkable
 class ClaimableRuns(Protocol):
     """The read a runner needs to find work: runs that may be taken at ``now_ms``.
 
@@ -166,26 +173,6 @@ def _clean_message(text: str) -> str:
     return text
 
 
-@contextmanager
-def _one_exception() -> Iterator[None]:
-    """Re-raise the meaningful exception of an escaping group bare (one exception per call)."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        leaves: list[BaseException] = []
-
-        def walk(g: BaseExceptionGroup[BaseException]) -> None:
-            for e in g.exceptions:
-                if isinstance(e, BaseExceptionGroup):
-                    walk(e)
-                else:
-                    leaves.append(e)
-
-        walk(group)
-        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-        raise chosen from chosen.__cause__
-
-
 def _duration_s(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TriggerError("invalid_options", f"{name} must be a valid duration", name)
@@ -195,10 +182,15 @@ def _duration_s(name: str, value: float) -> float:
 
 
 class _Worker:
-    __slots__ = ("cancel_event", "context")
+    """One run being executed: ``cancel_event`` pokes its cancel watcher (a request made in
+    this process); ``cancel_seen`` is set once the request has been observed (what the flow's
+    ``RunContext.cancel_requested`` reads)."""
+
+    __slots__ = ("cancel_event", "cancel_seen", "context")
 
     def __init__(self) -> None:
         self.cancel_event = trio.Event()
+        self.cancel_seen = trio.Event()
         self.context: RunContext | None = None
 
 
@@ -253,6 +245,7 @@ class LocalRunner:
         self._liveness = liveness
         self._flows: dict[str, FlowFn] = {}
         self._workers: dict[str, _Worker] = {}
+        self._running_count: Published[int] = Published(0)  # len(self._workers), to wait on
         self._wake = trio.Event()
         self._serving = False
         for flow_id, fn in (flows or {}).items():
@@ -274,6 +267,13 @@ class LocalRunner:
     def running(self) -> Sequence[str]:
         """Run ids this runner is executing right now."""
         return sorted(self._workers)
+
+    @property
+    def running_count(self) -> Watched[int]:
+        """How many runs this runner is executing right now, as a value to wait on:
+        ``await runner.running_count.wait_value(0)`` (no run in flight) or
+        ``wait_value(lambda n: n >= 2)``, instead of polling :attr:`running`."""
+        return self._running_count.view
 
     def register(self, flow_id: str, fn: FlowFn) -> None:
         """Register ``fn`` (``async def fn(input, run)``) under ``flow_id``.
@@ -364,7 +364,7 @@ class LocalRunner:
             raise RuntimeError("this LocalRunner is already serving")
         self._serving = True
         try:
-            with _one_exception():
+            with one_exception():
                 async with trio.open_nursery() as nursery:
                     task_status.started()
                     await self._dispatch(nursery)
@@ -382,9 +382,13 @@ class LocalRunner:
                 await self._wake.wait()
 
     async def _candidates(self, now_ms: int) -> list[RunRow]:
-        finder: Any = self._store
-        rows: list[RunRow] = await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
-        return rows
+        finder = self._store
+        if not isinstance(finder, ClaimableRuns):
+            raise TypeError(
+                f"LocalRunner needs a run store that can list claimable runs (find_claimable); "
+                f"{type(finder).__name__} cannot"
+            )
+        return await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
 
     async def _claim_round(self, nursery: trio.Nursery) -> None:
         now = self._clock.now_ms()
@@ -426,6 +430,7 @@ class LocalRunner:
                 )
             worker = _Worker()
             self._workers[row.run_id] = worker
+            self._running_count.set(len(self._workers))
             nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
 
     # --- one run ---------------------------------------------------------------------------
@@ -444,7 +449,7 @@ class LocalRunner:
                 raise LeaseLost(run_id, "fence_lost")
 
         try:
-            with _one_exception():
+            with one_exception():
                 async with hold_lease(store, run_id, owner, clock=self._clock):
                     flow = self._flows[row.flow_id or ""]
                     context = RunContext(
@@ -453,6 +458,7 @@ class LocalRunner:
                         idempotency_key=row.idempotency_key,
                         state=msgspec.json.decode(row.state_json),
                         save=save,
+                        cancel_seen=worker.cancel_seen,
                     )
                     worker.context = context
                     if row.cancel_requested_at_ms is not None:
@@ -479,6 +485,7 @@ class LocalRunner:
             if not finished:
                 await self._hand_back(run_id)
             self._workers.pop(run_id, None)
+            self._running_count.set(len(self._workers))
             self._wake.set()
 
     async def _hand_back(self, run_id: str) -> None:
@@ -499,27 +506,19 @@ class LocalRunner:
         self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
     ) -> Finish:
         result: Finish | None = None
-        with _one_exception():
-            async with trio.open_nursery() as nursery:
-                body = trio.CancelScope()
-
-                async def watch() -> None:
-                    await self._watch_cancel(context, worker)
-                    body.cancel()
-
-                nursery.start_soon(watch)
-                with body:
-                    try:
-                        value = flow(input_value, context)
-                        if _inspect.isawaitable(value):
-                            value = await value
-                        result = ("completed", msgspec.json.encode(value).decode(), None)
-                    except (TypeError, ValueError, OverflowError) as exc:
-                        if result is None:
-                            result = ("failed", None, _describe(exc))
-                    except Exception as exc:
+        # The body runs until it ends or a cancel request is seen, whichever comes first.
+        with one_exception():
+            async with move_on_when(self._watch_cancel, context, worker):
+                try:
+                    value = flow(input_value, context)
+                    if _inspect.isawaitable(value):
+                        value = await value
+                    result = ("completed", msgspec.json.encode(value).decode(), None)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    if result is None:
                         result = ("failed", None, _describe(exc))
-                nursery.cancel_scope.cancel()
+                except Exception as exc:
+                    result = ("failed", None, _describe(exc))
         if context.cancel_requested:
             return ("cancelled", None, "cancel requested")
         if result is None:  # pragma: no cover - the body scope is only cancelled by a request
@@ -537,7 +536,7 @@ class LocalRunner:
             except RunStoreError:
                 continue
             if row.cancel_requested_at_ms is not None:
-                context._cancel_seen = True
+                worker.cancel_seen.set()
                 with suppress(RunStoreError):
                     await self._store.acknowledge_cancel(run_id, self._owner, self._clock.now_ms())
                 return
@@ -555,7 +554,7 @@ class LocalRunner:
         )
         if isinstance(outcome, Transitioned):
             return True
-        if type(outcome).__name__ == "GuardFailed":
+        if isinstance(outcome, GuardFailed):
             # A cancel request arrived after the flow ended: a requested cancellation wins.
             outcome = await self._store.transition_owned(
                 run_id,
@@ -580,7 +579,7 @@ async def open_local_runner(
     Leaving the block stops the workers; unfinished runs are handed back as ``suspended``.
     """
     runner = LocalRunner(run_store, flows, **options)
-    with _one_exception():
+    with one_exception():
         async with trio.open_nursery() as nursery:
             await nursery.start(runner.serve)
             try:

@@ -3,12 +3,16 @@
 A scheduler's supervisor loop sleeps until the earliest next occurrence of any enabled trigger
 (capped by ``poll_interval``). A registration changes that answer, so it must wake the loop.
 
-Any code in the process may call :func:`notify_registered(store) <notify_registered>` after a
-successful ``store.register``; every scheduler opened on that store object (in this process)
-then wakes at once. ``Scheduler.register`` does exactly that, and every built-in store calls it
-from its own ``register`` (so ``await store.register(...)`` wakes them too). The hub holds only
-weak references to stores, and subscriptions end when their scheduler block exits, so nothing
-here outlives the objects it serves.
+The wake-up has one owner: **the store**. Every built-in store calls
+:func:`notify_registered(self) <notify_registered>` at the end of a successful ``register`` (and
+``register_many``), and every ``trio_triggers.testing`` wrapper does the same for itself; every
+scheduler opened on that store object (in this process) then wakes at once. ``Scheduler.register``
+only delegates to the store: the store is the one path every registration takes (the CLI, a
+config apply, a test, an application calling ``store.register``), so that is where the
+notification lives, once. A store of your own (or a wrapper, which is a store object of its
+own) calls it too; any other code may call it after changing a declaration behind the store's
+back. The hub holds only weak references to stores, and subscriptions end when their scheduler
+block exits, so nothing here outlives the objects it serves.
 """
 
 from __future__ import annotations

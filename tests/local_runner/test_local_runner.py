@@ -139,13 +139,15 @@ async def test_concurrency_limit_bounds_running_flows(env: Env, autojump_clock: 
     async with open_local_runner(
         env.store, {"flow": flow}, clock=env.clock, concurrency=2
     ) as runner:
+        assert runner.running_count.value == 0
         ids = [await runner.start(req(f"k{i}")) for i in range(5)]
-        await trio.sleep(1)
+        await runner.running_count.wait_value(2)  # waits on the count, no polling
         states = [await runner.inspect(i) for i in ids]
         assert states == ["active"] * 5
         assert len(runner.running) == 2
         for run_id in ids:
             await wait_state(runner, run_id, "completed")
+        assert runner.running_count.value == 0
     assert peak == 2
 
 

@@ -26,6 +26,7 @@ from trio_triggers._store._models import (
     SchedulerHeartbeat,
 )
 from trio_triggers._store._protocol import TriggerStore
+from trio_triggers._wake import notify_registered
 
 H = 3_600_000
 MIN = 60_000
@@ -207,6 +208,7 @@ class RecordingStore:
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
         result: RegisteredTrigger = await self._call("register", trigger)
+        notify_registered(self)  # a wrapper is a store of its own: it wakes its schedulers
         return result
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
+from trio_triggers import _wake
 from trio_triggers._identities import idempotency_key
 from trio_triggers._scheduler import SchedulerOptions, notify_registered, open_scheduler
 
@@ -207,6 +208,68 @@ async def test_a_direct_store_registration_wakes_serve(
         await sim.advance_to(MIN + 1)
         assert runner.keys == [idempotency_key("hourly", MIN)]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_wrapper_store_registration_wakes_the_schedulers_opened_on_it(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """The store owns the wake-up: a wrapper (a store object of its own) notifies for itself,
+    so ``await wrapper.register(...)`` alone wakes a scheduler sleeping on the wrapper."""
+    options = SchedulerOptions(poll_interval=600)
+    async with (
+        open_scheduler(store, runner, options=options, clock=sim.clock) as scheduler,
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(scheduler.serve)
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.count("list") == 1
+        await sim.advance_to(10_000)
+        await store.register(hourly("skip", "none", cron="* * * * *"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.count("list") == 2  # ticked at once, not after 600 s
+        assert sim.now() == 10_000
+        nursery.cancel_scope.cancel()
+
+
+async def test_waiting_on_a_scheduler_instead_of_polling(
+    autojump_clock: MockClock, sim: Sim, inner_store: Any, runner: ScriptedRunner
+) -> None:
+    """``idle`` and ``next_attention`` are values to wait on: a registration through the store
+    alone wakes the sleeping scheduler, which publishes its new next attention at once."""
+    options = SchedulerOptions(poll_interval=600)
+    async with (
+        open_scheduler(inner_store, runner, options=options, clock=sim.clock) as scheduler,
+        trio.open_nursery() as nursery,
+    ):
+        assert scheduler.idle.value is False  # not serving yet
+        await nursery.start(scheduler.serve)
+        await scheduler.idle.wait_value(True)  # the first tick is done: asleep
+        assert scheduler.next_attention.value is None  # nothing registered
+        await sim.advance_to(10_000)
+        await inner_store.register(hourly("skip", "none", cron="* * * * *"))
+        assert await scheduler.next_attention.wait_value(MIN) == MIN
+        assert sim.now() == 10_000  # woken at once, not after the 600 s poll
+        await scheduler.idle.wait_value(True)
+        await scheduler.next_attention.wait_value(2 * MIN)  # the boundary at MIN was served
+        assert sim.now() == MIN
+        assert runner.keys == [idempotency_key("hourly", MIN)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_scheduler_register_adds_no_second_wake(
+    autojump_clock: MockClock, sim: Sim, inner_store: Any, runner: ScriptedRunner
+) -> None:
+    """``Scheduler.register`` only delegates: the one notification is the store's."""
+    notified: list[None] = []
+    unsubscribe = _wake.subscribe(inner_store, lambda: notified.append(None))
+    try:
+        async with open_scheduler(inner_store, runner, clock=sim.clock) as scheduler:
+            await scheduler.register(hourly("skip", "none"))
+            assert len(notified) == 1
+            await inner_store.register(hourly("skip", "none", cron="* * * * *"))
+            assert len(notified) == 2
+    finally:
+        unsubscribe()
 
 
 async def test_two_schedulers_launch_every_boundary_once(

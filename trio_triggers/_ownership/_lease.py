@@ -18,6 +18,7 @@ import trio
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import LeaseLost, RunStoreError
+from .._groups import only_cancelled
 from ._models import FenceLost, NotFound, RunStore, Updated
 from ._owner import (
     HEARTBEAT_INTERVAL_MS,
@@ -80,18 +81,6 @@ class Lease:
 
     def __repr__(self) -> str:
         return f"Lease(run_id={self._run_id!r}, last_confirmed_ms={self.last_confirmed_ms})"
-
-
-def _only_cancelled(group: BaseExceptionGroup[BaseException]) -> trio.Cancelled | None:
-    """The first ``Cancelled`` of a group made only of ``Cancelled`` (else ``None``)."""
-    matched, rest = group.split(trio.Cancelled)
-    if rest is not None or matched is None:
-        return None
-    first: BaseException = matched
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    assert isinstance(first, trio.Cancelled)
-    return first
 
 
 def _validate(method: str, run_id: object, owner: object) -> None:
@@ -204,7 +193,7 @@ async def _loop(
             nursery.start_soon(run, pulses)
             nursery.start_soon(run, deadline)
     except BaseExceptionGroup as group:
-        cancelled = _only_cancelled(group)
+        cancelled = only_cancelled(group)
         if cancelled is not None:
             raise cancelled from None
         raise
@@ -278,7 +267,7 @@ async def hold_lease(
                     body_exc = exc
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        cancelled = _only_cancelled(group)
+        cancelled = only_cancelled(group)
         if cancelled is None:  # pragma: no cover - the supervisor never lets an error out
             raise
         outer = cancelled

@@ -31,12 +31,13 @@ from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron
 from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
+from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import due_occurrences
 from .._store._attention import DueRow
 from .._store._models import Claim, Held, Listed, Result
 from .._store._protocol import AttentionStore, TriggerStore
-from ._groups import one_exception
+from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, Runner, RunState, StartRequest
@@ -130,7 +131,6 @@ class Scheduler:
         self._closed = False
         self._wake_event = trio.Event()
         self._next_due: dict[str, int] = {}
-        self._crons: dict[tuple[str, str | None], Cron] = {}
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
         # The attention index (docs/scheduler.md, "What a tick reads"):
         self._indexed = isinstance(store, AttentionStore) and not settings.listing
@@ -138,6 +138,9 @@ class Scheduler:
         self._next_sweep_at: int | None = None
         self._more_due = False
         self._registered_at: dict[str, int] = {}
+        # What an application or a test waits on (docs/scheduler.md, "Waiting on a scheduler"):
+        self._next_attention_value: Published[int | None] = Published(None)
+        self._idle_value = Published.flag(False)
 
     # ------------------------------------------------------------------ public surface
 
@@ -176,20 +179,36 @@ class Scheduler:
             return self._next_attention
         return min(self._next_due.values(), default=None)
 
+    @property
+    def next_attention(self) -> Watched[int | None]:
+        """When the next tick has work (epoch ms, ``None``: nothing scheduled), as a value to
+        wait on: :meth:`next_due_at` as it stood after the last tick (a backlog that the tick
+        left due reads as that tick's instant). ``await s.next_attention.wait_value(MIN)``."""
+        return self._next_attention_value.view
+
+    @property
+    def idle(self) -> Watched[bool]:
+        """Whether ``serve`` is asleep between ticks (waiting for :attr:`next_attention`, the
+        poll cap or a wake). ``False`` while a tick runs, before ``serve`` starts and after it
+        ends. ``await s.idle.wait_value(True)``: the scheduler has caught up."""
+        return self._idle_value.view
+
     def wake(self) -> None:
         """Make ``serve`` tick now instead of sleeping until the next deadline.
 
-        Synchronous and cheap; call it from any task of the same Trio run (a registration
-        through :meth:`register`, or any store that calls
-        :func:`trio_triggers.notify_registered`, as every built-in store does, does it for you).
+        Synchronous and cheap; call it from any task of the same Trio run. A registration does
+        it for you: the store's ``register`` calls :func:`trio_triggers.notify_registered`, as
+        every built-in store (and every ``trio_triggers.testing`` wrapper) does.
         """
         self._wake_event.set()
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
-        """``store.register(trigger)``, then wake every scheduler of this store at once."""
-        registered = await self._store.register(trigger)
-        _wake.notify_registered(self._store)
-        return registered
+        """``await self.store.register(trigger)``: a convenience, nothing more.
+
+        The wake-up belongs to the store (its ``register`` notifies every scheduler opened on
+        it, docs/scheduler.md "Who wakes the loop"), so this does not wake anything itself.
+        """
+        return await self._store.register(trigger)
 
     async def run_once(self) -> None:
         """One tick (§12.5): heartbeat, hourly prune, listing, per-trigger processing."""
@@ -201,9 +220,13 @@ class Scheduler:
                 with instrument.span("Scheduler.run_once", {"host": self._settings.host}):
                     await self._hook.around_tick(self._tick)
             finally:
+                self._publish_next_attention()
                 instrument.record_histogram(
                     instrument.TICK_DURATION_MS, (trio.current_time() - started) * 1000
                 )
+
+    def _publish_next_attention(self) -> None:
+        self._next_attention_value.set(self.next_due_at())
 
     async def serve(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -224,7 +247,11 @@ class Scheduler:
                     exc_info=True,
                     extra={"host": self._settings.host},
                 )
-            await self._sleep_until_due(poll_ms)
+            self._idle_value.set(True)
+            try:
+                await self._sleep_until_due(poll_ms)
+            finally:
+                self._idle_value.set(False)
 
     # ------------------------------------------------------------------ supervisor sleep
 
@@ -247,6 +274,7 @@ class Scheduler:
                         store = self._store
                         assert isinstance(store, AttentionStore)
                         self._next_attention = await store.next_attention()
+                    self._publish_next_attention()
                     continue
                 if until_due <= 0:
                     return
@@ -461,16 +489,10 @@ class Scheduler:
     def _next_occurrence(self, trigger: RegisteredTrigger) -> int | None:
         """The trigger's next occurrence after now (for the wake-on-deadline sleep)."""
         # (Cheap per trigger: ``Cron`` remembers the current gap between occurrences per
-        # expression, and the parsed expressions are kept here.)
+        # expression, and ``Cron.parse`` answers from the package's one cache of parsed crons.)
         now = self._clock.now_ms()
-        key = (trigger.cron, trigger.timezone)
         try:
-            cron = self._crons.get(key)
-            if cron is None:
-                if len(self._crons) > 10_000:
-                    self._crons.clear()
-                cron = self._crons[key] = Cron.parse(trigger.cron, trigger.timezone, now=now)
-            upcoming = cron.next(now)
+            upcoming = Cron.parse(trigger.cron, trigger.timezone, now=now).next(now)
         except TriggerError:
             return None
         return upcoming

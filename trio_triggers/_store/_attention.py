@@ -25,7 +25,6 @@ the next ``due`` read computes it.
 
 from __future__ import annotations
 
-import functools
 from typing import Final
 
 import msgspec
@@ -64,9 +63,12 @@ class AttentionInputs(msgspec.Struct, frozen=True, kw_only=True):
     registered_at: int | None
 
 
-@functools.lru_cache(maxsize=4096)
 def parsed_cron(expression: str, timezone: str | None) -> Cron | None:
-    """The parsed expression (cached: a store re-computes attention on every write)."""
+    """The parsed expression, or ``None`` when it does not parse.
+
+    A store re-computes attention on every write: ``Cron.parse`` answers from the package's one
+    cache of parsed expressions (``trio_triggers._cron``), so this costs a dictionary lookup.
+    """
     try:
         return Cron.parse(expression, timezone, now=0)
     except TriggerError:

@@ -43,7 +43,12 @@ class TriggerStore(Protocol):
     """
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
-        """Create or update a declaration (revision 1, then +1); held state is kept."""
+        """Create or update a declaration (revision 1, then +1); held state is kept.
+
+        After a successful registration the store calls
+        ``trio_triggers.notify_registered(self)``: the store owns the wake-up of this
+        process's schedulers (docs/scheduler.md, "Who wakes the loop").
+        """
         ...
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:

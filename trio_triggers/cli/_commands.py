@@ -32,7 +32,8 @@ from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, load_config
 from ._flows import CommandFlow
-from ._output import format_instant, parse_duration, print_json, render_table
+from ._output import format_instant, print_json, render_table
+from ._time import format_local, parse_duration, relative
 
 __all__ = ["CliError", "dispatch"]
 
@@ -352,6 +353,7 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     if args.json:
         print_json(rows)
         return 0
+    now = clock.now_ms()
     table = [
         [
             s.trigger_id,
@@ -363,7 +365,7 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
             format_instant(s.last_fired_at),
             format_instant(s.pending_at),
             s.active_run_id or "-",
-            format_instant(s.next_occurrences[0]) if s.next_occurrences else "-",
+            _with_relative(s.next_occurrences[0], now) if s.next_occurrences else "-",
         ]
         for s in rows
     ]
@@ -393,9 +395,11 @@ async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: st
             ]
         )
         return 0
+    now = clock.now_ms()
     table = [
         [
             format_instant(r.occurrence),
+            relative(r.occurrence, now),
             r.trigger_id,
             r.outcome or "(claimed)",
             r.run_id or "-",
@@ -403,7 +407,7 @@ async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: st
         ]
         for r in page.items
     ]
-    headers = ["OCCURRENCE", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
+    headers = ["OCCURRENCE", "WHEN", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
     print(render_table(headers, table) if table else "no fires recorded")
     return 0
 
@@ -424,22 +428,24 @@ async def _next(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     if args.json:
         print_json([{"occurrence": o, "occurrence_iso": iso(o)} for o in found])
         return 0
-    zone = _zone(trigger.timezone)
     for occurrence in found:
-        local = f"   ({format_instant(occurrence, zone)})" if zone is not None else ""
-        print(f"{format_instant(occurrence)}{local}")
+        print(f"{format_instant(occurrence)}{_local_part(occurrence, trigger.timezone)}")
     return 0
 
 
-def _zone(name: str | None) -> Any:
-    if name is None:
-        return None
-    try:
-        import zoneinfo
+def _with_relative(ms: int, now_ms: int) -> str:
+    """``2026-03-10 02:00:00Z (in 3 minutes)``: the exact instant and how far it is."""
+    return f"{format_instant(ms)} ({relative(ms, now_ms)})"
 
-        return zoneinfo.ZoneInfo(name)
-    except Exception:
-        return None
+
+def _local_part(ms: int, timezone: str | None) -> str:
+    """The trigger's own wall time with its zone, when it has one (`next`'s second column)."""
+    if timezone is None:
+        return ""
+    try:
+        return f"   ({format_local(ms, timezone)})"
+    except ValueError:
+        return ""
 
 
 # --- writing commands ------------------------------------------------------------------

@@ -1,9 +1,8 @@
-"""Output helpers of the CLI: instants, durations, tables and JSON."""
+"""Output helpers of the CLI: exact instants, tables and JSON (human time is ``_time``)."""
 
 from __future__ import annotations
 
 import datetime
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -12,35 +11,21 @@ import msgspec
 
 __all__ = [
     "format_instant",
-    "parse_duration",
     "print_json",
     "render_table",
 ]
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 
+def format_instant(ms: int | None) -> str:
+    """An epoch-ms instant as ``YYYY-MM-DD HH:MM:SS`` UTC with a ``Z`` (``-`` for ``None``).
 
-def parse_duration(text: str) -> float:
-    """``"30d"``, ``"12h"``, ``"90s"``, ``"1.5m"``, ``"250ms"`` or plain seconds -> seconds."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 5m, 12h, 30d)")
-    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    if value <= 0:
-        raise ValueError(f"duration must be positive: {text!r}")
-    return value
-
-
-def format_instant(ms: int | None, tz: datetime.tzinfo | None = None) -> str:
-    """An epoch-ms instant as ``YYYY-MM-DD HH:MM:SS`` plus zone (UTC ``Z`` by default)."""
+    The exact, zone-free form tables and logs line up on; wall times in a trigger's zone and
+    "in 3 minutes" are :mod:`trio_triggers.cli._time`'s (pendulum).
+    """
     if ms is None:
         return "-"
     instant = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    if tz is None:
-        return instant.strftime("%Y-%m-%d %H:%M:%S") + "Z"
-    local = instant.astimezone(tz)
-    return local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return instant.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

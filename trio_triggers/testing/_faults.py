@@ -72,6 +72,7 @@ from .._store._models import (
     SchedulerHeartbeat,
 )
 from .._store._protocol import NO_TRIGGER_WRITE_METHODS, TriggerStore
+from .._wake import notify_registered
 
 __all__ = [
     "TRIGGER_STORE_READS",
@@ -370,6 +371,9 @@ class FaultyTriggerStore(_FaultingBase):
 
     async def register(self, trigger: Trigger) -> RegisteredTrigger:
         answer: RegisteredTrigger = await self._call("register", self.inner.register, (trigger,))
+        # The inner store woke the schedulers opened on *it*; this wrapper is a store object of
+        # its own, so it wakes the schedulers opened on it (the store owns the wake-up).
+        notify_registered(self)
         return answer
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:
