@@ -459,8 +459,9 @@ class _Zone:
     def lone_step(self, low: int, high: int) -> _Step | None:
         """The one transition within ``[low, high]`` (widened by an hour each side).
 
-        ``None`` when there is none, more than one, or it cannot be located exactly: the
-        caller then keeps the reference search.
+        With none, ``(low, offset, offset)``: a transition that changes nothing, so the same
+        two-run search applies. ``None`` with more than one, or one that cannot be located
+        exactly: the caller then keeps the reference search.
         """
         if self.fixed or not (low >= _MIN_SAFE_INSTANT and high <= _MAX_SAFE_INSTANT):
             return None
@@ -474,6 +475,9 @@ class _Zone:
                     found = self._step(k)
                     if found is None:
                         return None
+        if found is None:
+            offset = self.off(low)
+            return (low, offset, offset)
         return found
 
 
