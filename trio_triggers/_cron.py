@@ -494,6 +494,8 @@ def _named_zone(key: str) -> _Zone:
             raise _invalid_zone()
         offset = (int(hours) * 60 + int(minutes)) * 60_000
         return _Zone(None, -offset if sign == "-" else offset)
+    if key in _HOST_DEPENDENT or key.startswith(_HOST_DEPENDENT_TREES):
+        raise _invalid_zone()
     try:
         tz = zoneinfo.ZoneInfo(key)
     except Exception:  # ZoneInfoNotFoundError, ValueError for odd paths, OSError
@@ -501,8 +503,16 @@ def _named_zone(key: str) -> _Zone:
     return _Zone(tz)
 
 
+# Names in a zoneinfo directory whose meaning depends on the host, not on tzdata: the host's
+# own zone (`localtime` links to /etc/localtime), the rules POSIX TZ strings borrow, a
+# placeholder, and the leap-second ("right/") and duplicate ("posix/") trees that only some
+# installations ship. An explicit zone must mean the same on every host.
+_HOST_DEPENDENT: Final = frozenset({"localtime", "posixrules", "Factory"})
+_HOST_DEPENDENT_TREES: Final = ("right/", "posix/")
+
+
 def _invalid_zone() -> TriggerError:
-    return TriggerError("invalid_cron", "Invalid time zone in cron expression")
+    return TriggerError("invalid_cron", "Invalid time zone in cron expression", "timezone")
 
 
 def _zone_or_none(key: str) -> _Zone | None:

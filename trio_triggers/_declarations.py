@@ -164,6 +164,11 @@ def _text(path: str, value: object) -> str:
         raise _Invalid(path, "must be a non-empty string")
     if "\x00" in value:
         raise _Invalid(path, "must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no store can hold it
+            raise _Invalid(path, "must not contain lone surrogates") from None
     return str.__str__(value)
 
 
