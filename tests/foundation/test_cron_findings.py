@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trio_triggers import Cron, Trigger, TriggerError, idempotency_key
+from trio_triggers import Cron, Trigger, TriggerError, idempotency_key, iso
 from trio_triggers._cron import _MAX_WALL, _MIN_WALL
 
 from ._util import z
@@ -95,3 +95,42 @@ def test_no_occurrence_before_year_1(zone: str, first: str) -> None:
     assert cron.previous_at_or_before(z(first)) == z(first)
     with pytest.raises(TriggerError, match="has no previous occurrence"):
         cron.previous_at_or_before(z(first) - 1000)
+
+
+@pytest.mark.parametrize(
+    ("cron", "tools"),
+    [
+        ("0 0 1-31 * 1", "croniter and Vixie cron"),
+        ("0 0 13 * 0-6", "croniter and Vixie cron"),
+        ("0 0 */1 * 5", "croniter"),
+        ("0 0 */2 * 1", "Vixie cron"),
+        ("0 0 0 */2 * 1", "Vixie cron"),
+    ],
+)
+def test_a_day_rule_that_differs_from_classic_crons_warns(cron: str, tools: str) -> None:
+    with pytest.warns(UserWarning, match=f"combine differently in {tools} ") as caught:
+        Trigger.make({"id": "t", "flow_id": "f", "input": None, "cron": cron})
+    assert caught[0].filename == __file__  # pointed at the declaration, not the library
+
+
+@pytest.mark.parametrize(
+    "cron", ["0 0 13 * 5", "0 0 * * 1", "0 9 * * 1-5", "0 0 1-31 * 0-6", "0 0 */2 * *", "0 0 1 * *"]
+)
+def test_the_usual_spellings_do_not_warn(cron: str) -> None:
+    Trigger.make({"id": "t", "flow_id": "f", "input": None, "cron": cron})  # warnings are errors
+
+
+def test_the_day_rule_table_of_the_docs() -> None:
+    """docs/cron.md's table, our column (croniter's column was measured by running it)."""
+    start = z("2027-02-28T00:00Z")
+
+    def days(cron: str) -> list[int]:
+        found = Cron.parse(cron, "UTC").occurrences_between(start, start + 35 * 86_400_000)
+        return [int(iso(o)[8:10]) for o in found]
+
+    mondays = [1, 8, 15, 22, 29]
+    assert days("0 0 1-31 * 1") == mondays
+    assert days("0 0 13 * 0-6") == [13]
+    assert days("0 0 */1 * 5") == [5, 12, 19, 26, 2]
+    odd_or_monday = [*sorted(set(range(1, 32, 2)) | set(mondays)), 1, 3]
+    assert days("0 0 */2 * 1") == odd_or_monday
