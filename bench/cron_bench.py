@@ -12,6 +12,12 @@ measures, in the same run and on the same inputs:
 It also times croniter with zone-aware datetimes (its own DST handling), the way an
 application would call it for a zoned schedule. It prints the ratio ours/peer (time per
 occurrence); the target is below 3x the naive peer.
+
+The "near transitions" section times ``next`` and ``previous_at_or_before`` from instants within
++-2 h of the 2027 transitions of five zones (one-hour, 30-minute and two-hour shifts, a +12:45
+offset), and a 1000-occurrence ``occurrences_between`` across each transition, against the same
+calls on the same instants in UTC in the same run; goals: worst ``next`` under 1 ms, the walk
+within 3x of UTC. ``--near`` runs only that section (a few seconds).
 """
 
 from __future__ import annotations
@@ -127,7 +133,122 @@ def _bench_between(expression: str, zone: str, windows: list[int]) -> tuple[floa
     return n / ours_s, n / peer_s, n / aware_s
 
 
+NEAR_ZONES = [
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "Antarctica/Troll",
+    "Pacific/Chatham",
+]
+NEAR_EXPRESSIONS = [
+    "* * * * * *",
+    "*/10 * * * * *",
+    "0 30 2 * * *",
+    "* * * * *",
+    "*/15 * * * *",
+    "30 2 * * *",
+]
+NEAR_STARTS = 40  # per transition
+HOUR_MS = 3_600_000
+
+
+def _transitions_2027(key: str) -> list[int]:
+    tz = zoneinfo.ZoneInfo(key)
+
+    def offset(seconds: int) -> datetime.timedelta | None:
+        return datetime.datetime.fromtimestamp(seconds, tz).utcoffset()
+
+    found = []
+    first = 1_798_761_600  # 2027-01-01T00:00Z
+    for hour in range(365 * 24):
+        low, high = first + hour * 3600, first + (hour + 1) * 3600
+        if offset(low) != offset(high):
+            before = offset(low)
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if offset(middle) == before else (low, middle)
+            found.append(high * 1000)
+    return found
+
+
+def _per_call(call: Callable[[int], object], starts: list[int]) -> list[float]:
+    """Best-of-REPEATS seconds of each call, one timing per start."""
+    best = [float("inf")] * len(starts)
+    for _ in range(REPEATS):
+        for index, start in enumerate(starts):
+            began = time.perf_counter()
+            call(start)
+            elapsed = time.perf_counter() - began
+            best[index] = min(best[index], elapsed)
+    return best
+
+
+def near_transitions() -> None:
+    rng = random.Random(20270314)
+    print("near transitions (2027, instants within +-2 h); times in microseconds per call")
+    print(
+        f"{'expression':<16} {'zone':<20} {'op':<9} {'mean':>8} {'worst':>8}"
+        f" {'UTC mean':>9} {'UTC worst':>9} {'ratio':>6}"
+    )
+    worst_next = 0.0
+    worst_walk = 0.0
+    for expression in NEAR_EXPRESSIONS:
+        utc = Cron.parse(expression, "UTC")
+        for key in NEAR_ZONES:
+            cron = Cron.parse(expression, key)
+            transitions = _transitions_2027(key)
+            starts = [
+                t + rng.randrange(-2 * HOUR_MS, 2 * HOUR_MS)
+                for t in transitions
+                for _ in range(NEAR_STARTS)
+            ]
+            for op in ("next", "previous"):
+                ours_call = cron.next if op == "next" else cron.previous_at_or_before
+                utc_call = utc.next if op == "next" else utc.previous_at_or_before
+                ours_calls = _per_call(ours_call, starts)
+                utc_calls = _per_call(utc_call, starts)
+                ours_mean = statistics.fmean(ours_calls)
+                utc_mean = statistics.fmean(utc_calls)
+                if op == "next":
+                    worst_next = max(worst_next, max(ours_calls))
+                print(
+                    f"{expression:<16} {key:<20} {op:<9} {ours_mean * 1e6:>8.1f}"
+                    f" {max(ours_calls) * 1e6:>8.1f} {utc_mean * 1e6:>9.1f}"
+                    f" {max(utc_calls) * 1e6:>9.1f} {ours_mean / utc_mean:>5.2f}x"
+                )
+            if not expression.startswith("* "):
+                continue
+            # A 1000-occurrence walk starting 10 minutes (six fields) or 100 minutes (five)
+            # before each transition, so it crosses the gap or the repeat.
+            lead = 10 * 60_000 if cron.has_seconds else 100 * 60_000
+            walks = [t - lead for t in transitions]
+
+            def ours_walk(start: int, cron: Cron = cron) -> object:
+                return cron.occurrences_between(start, start + 10**10, limit=1000)
+
+            def utc_walk(start: int, utc: Cron = utc) -> object:
+                return utc.occurrences_between(start, start + 10**10, limit=1000)
+
+            ours_calls = _per_call(ours_walk, walks)
+            utc_calls = _per_call(utc_walk, walks)
+            ratio = statistics.fmean(ours_calls) / statistics.fmean(utc_calls)
+            worst_walk = max(worst_walk, ratio)
+            ours_mean = statistics.fmean(ours_calls)
+            print(
+                f"{expression:<16} {key:<20} {'walk1000':<9} {ours_mean * 1e6:>8.0f}"
+                f" {max(ours_calls) * 1e6:>8.0f} {statistics.fmean(utc_calls) * 1e6:>9.0f}"
+                f" {max(utc_calls) * 1e6:>9.0f} {ratio:>5.2f}x"
+            )
+    print(
+        f"worst next near a transition: {worst_next * 1e3:.3f} ms (goal < 1 ms); "
+        f"worst 1000-occurrence walk across a transition: {worst_walk:.2f}x UTC (goal < 3x)"
+    )
+
+
 def main() -> None:
+    if "--near" in sys.argv[1:]:
+        near_transitions()
+        return
     rng = random.Random(20261202)
     starts = [BASE + rng.randrange(YEAR_MS) for _ in range(STARTS)]
     windows = [BASE + rng.randrange(YEAR_MS) for _ in range(WINDOWS)]
@@ -155,6 +276,8 @@ def main() -> None:
         f"between {statistics.geometric_mean(between_ratios):.2f}x "
         f"(max {max(between_ratios):.2f}x); target < 3x"
     )
+    print()
+    near_transitions()
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ instants with the §4.2 rules:
   unconstrained, in which case it fires in both passes;
 * occurrences are whole seconds.
 
-The search loops are exactly the reference algorithm of §4.2. Two shortcuts keep them fast
+The search loops are exactly the reference algorithm of §4.2. Three shortcuts keep them fast
 without changing an answer: (1) when the zone has no transition within a few days of the
 candidate (checked against a per-zone table of hourly offset samples), the loop is known to
-stop at the next candidate, so that extra croniter call is skipped; (2) the field parsing and
-the croniter object are compiled once per expression and shared.
+stop at the next candidate, so that extra croniter call is skipped; (2) with exactly one
+transition within a few days, the answer is the better of one croniter call on each side of
+it (see ``_next_near``) instead of a walk through every matching wall time in between; (3) the
+field parsing and the croniter object are compiled once per expression and shared.
 """
 
 from __future__ import annotations
@@ -361,6 +363,9 @@ def _compile(expression: str) -> _Compiled:
 
 # --- zones ---------------------------------------------------------------------------------------
 
+# A transition: (its instant, the offset before it, the offset from it on), all in ms.
+_Step = tuple[int, int, int]
+
 _FIXED_OFFSET: Final = re.compile(r"([+-])([0-9]{2}):([0-9]{2})", re.ASCII)
 _BUCKET_HOURS: Final = 1024
 _MAX_BUCKETS: Final = 2048  # about 240 years of hourly samples per zone
@@ -369,7 +374,7 @@ _MAX_BUCKETS: Final = 2048  # about 240 years of hourly samples per zone
 class _Zone:
     """UTC offsets of one zone, in milliseconds, with a transition table for shortcuts."""
 
-    __slots__ = ("_buckets", "fixed", "offset", "tz")
+    __slots__ = ("_buckets", "_steps", "fixed", "offset", "tz")
 
     def __init__(self, tz: datetime.tzinfo | None, offset: int = 0) -> None:
         self.tz = tz
@@ -377,6 +382,8 @@ class _Zone:
         self.offset = offset
         # bucket -> (hourly offsets, indices k where off(kH) != off((k+1)H))
         self._buckets: dict[int, tuple[list[int], frozenset[int]]] = {}
+        # change hour k -> its transition (instant, offset before, offset after), or None
+        self._steps: dict[int, _Step | None] = {}
 
     def _exact(self, t: int) -> int:
         seconds = min(max(t, _MIN_SAFE_INSTANT), _MAX_SAFE_INSTANT) // _S
@@ -423,6 +430,56 @@ class _Zone:
                 return False
         return True
 
+    def _step(self, hour: int) -> _Step | None:
+        """The transition inside change hour ``hour``, found by bisecting whole seconds.
+
+        ``off`` asks the zone itself inside a change hour, so it steps from the offset at
+        ``hour * H`` to the one at ``(hour + 1) * H`` at the first second that reads the new
+        one. ``None`` if that second does not read the later hour's offset (an hour holding
+        more than one transition: tzdata has none, the caller then takes the slow path).
+        """
+        if hour in self._steps:
+            return self._steps[hour]
+        low, high = hour * 3_600, (hour + 1) * 3_600
+        before, after = self._exact(low * _S), self._exact(high * _S)
+        while high - low > 1:  # invariant: _exact(low) == before != _exact(high)
+            middle = (low + high) // 2
+            if self._exact(middle * _S) == before:
+                low = middle
+            else:
+                high = middle
+        step: _Step | None = (high * _S, before, after)
+        if self._exact(high * _S) != after or before % _S or after % _S:
+            step = None
+        if len(self._steps) >= _MAX_BUCKETS:
+            self._steps.clear()
+        self._steps[hour] = step
+        return step
+
+    def lone_step(self, low: int, high: int) -> _Step | None:
+        """The one transition within ``[low, high]`` (widened by an hour each side).
+
+        With none, ``(low, offset, offset)``: a transition that changes nothing, so the same
+        two-run search applies. ``None`` with more than one, or one that cannot be located
+        exactly: the caller then keeps the reference search.
+        """
+        if self.fixed or not (low >= _MIN_SAFE_INSTANT and high <= _MAX_SAFE_INSTANT):
+            return None
+        first, last = low // _H - 1, high // _H + 1
+        found: _Step | None = None
+        for index in range(first // _BUCKET_HOURS, last // _BUCKET_HOURS + 1):
+            for k in self._bucket(index)[1]:
+                if first <= k <= last:
+                    if found is not None:
+                        return None
+                    found = self._step(k)
+                    if found is None:
+                        return None
+        if found is None:
+            offset = self.off(low)
+            return (low, offset, offset)
+        return found
+
 
 _UTC_ZONE: Final = _Zone(None, 0)
 
@@ -437,6 +494,8 @@ def _named_zone(key: str) -> _Zone:
             raise _invalid_zone()
         offset = (int(hours) * 60 + int(minutes)) * 60_000
         return _Zone(None, -offset if sign == "-" else offset)
+    if key in _HOST_DEPENDENT or key.startswith(_HOST_DEPENDENT_TREES):
+        raise _invalid_zone()
     try:
         tz = zoneinfo.ZoneInfo(key)
     except Exception:  # ZoneInfoNotFoundError, ValueError for odd paths, OSError
@@ -444,8 +503,16 @@ def _named_zone(key: str) -> _Zone:
     return _Zone(tz)
 
 
+# Names in a zoneinfo directory whose meaning depends on the host, not on tzdata: the host's
+# own zone (`localtime` links to /etc/localtime), the rules POSIX TZ strings borrow, a
+# placeholder, and the leap-second ("right/") and duplicate ("posix/") trees that only some
+# installations ship. An explicit zone must mean the same on every host.
+_HOST_DEPENDENT: Final = frozenset({"localtime", "posixrules", "Factory"})
+_HOST_DEPENDENT_TREES: Final = ("right/", "posix/")
+
+
 def _invalid_zone() -> TriggerError:
-    return TriggerError("invalid_cron", "Invalid time zone in cron expression")
+    return TriggerError("invalid_cron", "Invalid time zone in cron expression", "timezone")
 
 
 def _zone_or_none(key: str) -> _Zone | None:
@@ -524,10 +591,98 @@ def _resolve(zone: _Zone, w: int, every_hour: bool) -> list[int]:
 
 
 def _next(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
-    """``next(start)`` of §4.2, or ``None`` when the search is exhausted first."""
+    """``next(start)`` of §4.2, or ``None`` when exhausted first or past 9999-12-31."""
+    found = _next_search(compiled, zone, start)
+    if found is not None and found < _MIN_WALL:  # in year 0 (UTC): not an occurrence
+        found = _next_search(compiled, zone, _MIN_WALL - 1)
+    return None if found is None or found > _MAX_WALL else found
+
+
+def _previous(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
+    """``previous_at_or_before(at)`` of §4.2, or ``None`` when exhausted first."""
+    found = _previous_search(compiled, zone, at)
+    if found is not None and found > _MAX_WALL:  # in year 10000 (UTC): not an occurrence
+        found = _previous_search(compiled, zone, _MAX_WALL)
+    return None if found is None or found < _MIN_WALL else found
+
+
+# Near a transition the reference walk below must step through every matching wall time
+# until no later one can produce an earlier instant: for `* * * * * *` an hour before a
+# one-hour gap that is 3 600 croniter calls. With a single transition T (offset b before, a
+# from T on) within a few days, the rules of §4.2 reduce to two runs of wall times:
+#
+# * walls below T + max(a, b) read offset b: before T, the gap (shifted by the offset
+#   before) and the first pass of a repeat, instant w - b;
+# * walls from T + a on read offset a, instant w - a; with a constrained hour field the
+#   second pass of a repeat does not fire, so that run starts at T + b instead.
+#
+# `next` is the earlier of the first instant each run offers after `start`, one croniter call
+# per run, `previous` the later of their last ones. tests/foundation/test_cron_near_
+# transitions.py checks this against the reference walk around every 2027 transition of five
+# zones. The answer is only taken when it lies within two days, where the single-transition
+# picture provably holds for every offset the reference walk would consult; otherwise, or
+# with two transitions in the window, the reference walk decides.
+_NEAR_BEFORE: Final = 3 * _D
+_NEAR_AFTER: Final = 5 * _D
+_NEAR_REACH: Final = 2 * _D
+
+
+def _next_near(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
+    """``next(start)`` in at most two croniter calls near a lone transition; ``None``: undecided."""
+    step = zone.lone_step(start - _NEAR_BEFORE, start + _NEAR_AFTER)
+    if step is None:
+        return None
+    t, b, a = step
+    top = t + max(a, b)  # walls below read b
+    low = t + a if compiled.every_hour else top  # walls from here read a
+    best: int | None = None
+    if start + b < top - _S:  # a whole-second wall in (start + b, top) may exist
+        found = compiled.wall_next(start + b)
+        if found is None:
+            return None
+        if found < top:
+            best = found - b
+    if best is None or best > low - a:  # the second run could still offer an earlier instant
+        found = compiled.wall_next(max(start + a, low - 1))
+        if found is None:
+            return None
+        if best is None or found - a < best:
+            best = found - a
+    return best if best <= start + _NEAR_REACH else None
+
+
+def _previous_near(compiled: _Compiled, zone: _Zone, u: int) -> int | None:
+    """``previous_at_or_before(u)`` (``u`` whole seconds) likewise; ``None``: undecided."""
+    step = zone.lone_step(u - _NEAR_AFTER, u + _NEAR_BEFORE)
+    if step is None:
+        return None
+    t, b, a = step
+    top = t + max(a, b)
+    low = t + a if compiled.every_hour else top
+    best: int | None = None
+    if u + a >= low:
+        found = compiled.wall_prev(u + a + _S)
+        if found is None:
+            return None
+        if found >= low:
+            best = found - a
+    last = min(u + b, top - _S)  # the latest wall of the first run at or before u
+    if best is None or best < last - b:
+        found = compiled.wall_prev(last + _S)
+        if found is None:
+            return None
+        if best is None or found - b > best:
+            best = found - b
+    return best if best >= u - _NEAR_REACH else None
+
+
+def _next_search(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
     if zone.fixed:
         found = compiled.wall_next(start + zone.offset)
         return None if found is None else found - zone.offset
+    near = _next_near(compiled, zone, start)
+    if near is not None:
+        return near
     off = zone.off
     w = start + min(off(start - _D), off(start), off(start + _D))
     best: int | None = None
@@ -547,12 +702,14 @@ def _next(compiled: _Compiled, zone: _Zone, start: int) -> int | None:
             return best
 
 
-def _previous(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
-    """``previous_at_or_before(at)`` of §4.2, or ``None`` when exhausted first."""
+def _previous_search(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
     u = at // _S * _S
     if zone.fixed:
         found = compiled.wall_prev(u + zone.offset + _S)
         return None if found is None else found - zone.offset
+    near = _previous_near(compiled, zone, u)
+    if near is not None:
+        return near
     off = zone.off
     w = u + max(off(u - _D), off(u), off(u + _D)) + _S
     best: int | None = None

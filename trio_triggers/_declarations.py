@@ -9,13 +9,14 @@ parse the cron with its timezone so a declaration that can never fire is refused
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
 
 from ._constants import MAX_OCCURRENCES
-from ._cron import Cron
+from ._cron import _DOM, _DOW, Cron, _parse_field
 from ._errors import TriggerError
 from ._json import JsonValue, JsonValueError, copy_json
 
@@ -164,6 +165,11 @@ def _text(path: str, value: object) -> str:
         raise _Invalid(path, "must be a non-empty string")
     if "\x00" in value:
         raise _Invalid(path, "must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no store can hold it
+            raise _Invalid(path, "must not contain lone surrogates") from None
     return str.__str__(value)
 
 
@@ -289,3 +295,35 @@ def _probe(cron: str, timezone: str | None) -> None:
     refused when it is declared, not discovered at the first tick.
     """
     Cron.parse(cron, timezone, now=0)
+    differs = _day_rule_differs(cron)
+    if differs:
+        warnings.warn(
+            f"cron expression '{cron}': its day-of-month and day-of-week fields combine "
+            f"differently in {differs} (here a day field covering its whole range counts "
+            "as '*'; see docs/cron.md)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _day_rule_differs(cron: str) -> str:
+    """Which classic crons give the (valid) expression's day fields another meaning, or "".
+
+    We treat a day field covering its whole range as ``*`` (then only the other applies) and
+    OR two constrained ones. croniter ORs unless a field is a bare ``*``; Vixie cron (and
+    cronsim) ANDs when either field's text starts with ``*``, else ORs. Compared exactly, on
+    every (day of month, weekday) pair.
+    """
+    segments = [segment for segment in cron.split(" ") if segment]
+    dom_text, dow_text = segments[-3], segments[-1]
+    if dom_text == "*" or dow_text == "*":
+        return ""  # all three then apply the other field alone
+    doms, dows = _parse_field(_DOM, dom_text), _parse_field(_DOW, dow_text)
+    pairs = [(day, weekday) for day in range(1, 32) for weekday in range(7)]
+    either = {(d, w) for d, w in pairs if d in doms or w in dows}
+    both = {(d, w) for d, w in pairs if d in doms and w in dows}
+    # A full-range field matches every day, so with one only the other one counts.
+    ours = both if len(doms) == 31 or len(dows) == 7 else either
+    vixie = both if dom_text.startswith("*") or dow_text.startswith("*") else either
+    tools = [name for name, days in (("croniter", either), ("Vixie cron", vixie)) if days != ours]
+    return " and ".join(tools)

@@ -14,13 +14,15 @@ reach a message, a cause or a log. Only type names and the broken rule are descr
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
 
 from ._errors import TriggerError
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "JsonValue",
     "JsonValueError",
     "checked_input",
@@ -52,62 +54,90 @@ class JsonValueError(ValueError):
         self.detail = detail
 
 
-def _copy(value: object, active: set[int]) -> JsonValue:
+#: How deeply containers may nest in a JSON value: the outermost list or object is level 1.
+#: Checked by counting, not by Python's recursion limit, so the answer does not depend on how
+#: deep in the stack the caller is; deep enough for any real input, shallow enough that every
+#: encoder and decoder on the way (msgspec, the stores) handles it from any call depth.
+MAX_JSON_DEPTH: Final = 100
+
+_TOO_DEEP: Final = f"the value is nested too deeply (more than {MAX_JSON_DEPTH} levels)"
+
+# A container being copied: (its copy, an iterator over its items, the original's id).
+_Frame = tuple["dict[str, JsonValue] | list[JsonValue]", Iterator[Any], int]
+
+
+def _leaf(value: object, active: set[int], depth: int) -> tuple[JsonValue, _Frame | None]:
+    """A scalar's copy, or an empty copy of a container with the frame that fills it."""
     kind = type(value)
     if value is None or kind is bool or kind is int:
-        return value  # type: ignore[return-value]
+        return value, None  # type: ignore[return-value]
     if kind is str:
         if "\x00" in value:  # type: ignore[operator]
             raise JsonValueError("strings must not contain NUL characters")
-        return value  # type: ignore[return-value]
+        return value, None  # type: ignore[return-value]
     if kind is float:
         if not math.isfinite(value):  # type: ignore[arg-type]
             raise JsonValueError("numbers must be finite (NaN and infinities are not JSON)")
-        return value  # type: ignore[return-value]
-    if isinstance(value, dict):
+        return value, None  # type: ignore[return-value]
+    if isinstance(value, dict | list):
         marker = id(value)
         if marker in active:
             raise JsonValueError("a container contains itself")
+        if depth > MAX_JSON_DEPTH:
+            raise JsonValueError(_TOO_DEEP)
         active.add(marker)
-        result: dict[str, JsonValue] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise JsonValueError(f"object keys must be strings, not {type(key).__name__}")
-            if "\x00" in key:
-                raise JsonValueError("strings must not contain NUL characters")
-            result[str.__str__(key)] = _copy(item, active)
-        active.discard(marker)
-        return result
-    if isinstance(value, list):
-        marker = id(value)
-        if marker in active:
-            raise JsonValueError("a container contains itself")
-        active.add(marker)
-        items = [_copy(item, active) for item in value]
-        active.discard(marker)
-        return items
+        if isinstance(value, dict):
+            copied: dict[str, JsonValue] = {}
+            return copied, (copied, iter(value.items()), marker)
+        items: list[JsonValue] = []
+        return items, (items, iter(value), marker)
     # Subclasses of the scalar types (IntEnum, StrEnum, ...) are read as their plain value.
     if isinstance(value, bool):
-        return bool(value)
+        return bool(value), None
     if isinstance(value, int):
-        return int(value)
+        return int(value), None
     if isinstance(value, str):
-        return _copy(str.__str__(value), active)
+        return _leaf(str.__str__(value), active, depth)
     if isinstance(value, float):
-        return _copy(float(value), active)
+        return _leaf(float(value), active, depth)
     raise JsonValueError(f"values of type {kind.__name__} are not JSON values")
+
+
+def _copy(value: object) -> JsonValue:
+    """The deep copy, depth first in document order, with an explicit stack (no recursion)."""
+    active: set[int] = set()
+    root, frame = _leaf(value, active, 1)
+    stack = [] if frame is None else [frame]
+    while stack:
+        target, items, marker = stack[-1]
+        for entry in items:
+            if isinstance(target, dict):
+                key, item = entry
+                if not isinstance(key, str):
+                    raise JsonValueError(f"object keys must be strings, not {type(key).__name__}")
+                if "\x00" in key:
+                    raise JsonValueError("strings must not contain NUL characters")
+                copied, inner = _leaf(item, active, len(stack) + 1)
+                target[str.__str__(key)] = copied
+            else:
+                copied, inner = _leaf(entry, active, len(stack) + 1)
+                target.append(copied)
+            if inner is not None:
+                stack.append(inner)
+                break
+        else:
+            active.discard(marker)
+            stack.pop()
+    return root
 
 
 def copy_json(value: object) -> JsonValue:
     """Return an independent deep copy of ``value``, or raise ``JsonValueError``.
 
     ``dict`` key order is kept; subclasses of ``dict``/``list``/``str``/``int``/``float``
-    become the plain type.
+    become the plain type. Containers nested more than ``MAX_JSON_DEPTH`` levels are refused.
     """
-    try:
-        return _copy(value, set())
-    except RecursionError:
-        raise JsonValueError("the value is nested too deeply") from None
+    return _copy(value)
 
 
 def json_problem(value: object) -> str | None:
