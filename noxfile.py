@@ -36,6 +36,12 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy")
 
 
+@nox.session(venv_backend="none")
+def verifytypes(session: nox.Session) -> None:
+    """pyright --verifytypes at 100% (builds its own throwaway virtualenv)."""
+    session.run(".ci/verifytypes", external=True)
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     session.install("--group", "docs", "-e", ".")

@@ -101,10 +101,10 @@ class RunContext:
         save: Callable[[str], Awaitable[None]],
         cancel_seen: trio.Event,
     ) -> None:
-        self.run_id = run_id
-        self.flow_id = flow_id
-        self.idempotency_key = idempotency_key
-        self.state = state
+        self.run_id: str = run_id
+        self.flow_id: str = flow_id
+        self.idempotency_key: str | None = idempotency_key
+        self.state: Any = state
         self._save = save
         self._cancel_seen = cancel_seen  # set by the runner's worker (the event is its own)
 

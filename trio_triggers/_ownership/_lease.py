@@ -45,10 +45,10 @@ class _State:
     __slots__ = ("ended", "expiry", "failing", "lapsed", "last_confirmed_ms")
 
     def __init__(self, start_ms: int) -> None:
-        self.last_confirmed_ms = start_ms
-        self.failing = False
-        self.lapsed = False
-        self.expiry = trio.Lock()
+        self.last_confirmed_ms: int = start_ms
+        self.failing: bool = False
+        self.lapsed: bool = False
+        self.expiry: trio.Lock = trio.Lock()
         self.ended: BaseException | None = None
 
     def confirm(self, sent_ms: int) -> None:

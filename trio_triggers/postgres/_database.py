@@ -105,13 +105,13 @@ class TimeoutSettings:
         connect_timeout: float = 5.0,
         pool_timeout: float = 5.0,
     ) -> None:
-        self.statement_timeout = _positive_seconds("statement_timeout", statement_timeout)
-        self.lock_timeout = _positive_seconds("lock_timeout", lock_timeout)
-        self.idle_in_transaction_timeout = _positive_seconds(
+        self.statement_timeout: float = _positive_seconds("statement_timeout", statement_timeout)
+        self.lock_timeout: float = _positive_seconds("lock_timeout", lock_timeout)
+        self.idle_in_transaction_timeout: float = _positive_seconds(
             "idle_in_transaction_timeout", idle_in_transaction_timeout
         )
-        self.connect_timeout = _positive_seconds("connect_timeout", connect_timeout)
-        self.pool_timeout = _positive_seconds("pool_timeout", pool_timeout)
+        self.connect_timeout: float = _positive_seconds("connect_timeout", connect_timeout)
+        self.pool_timeout: float = _positive_seconds("pool_timeout", pool_timeout)
 
     def server_options(self) -> str:
         """The ``-c name=value`` settings sent in the startup packet (no extra round trip)."""

@@ -140,7 +140,7 @@ class Blocker:
 
     def __init__(self, method: str) -> None:
         self.method = method
-        self.waiting = 0
+        self.waiting: int = 0
         self._event = trio.Event()
 
     @property
