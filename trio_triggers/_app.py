@@ -47,11 +47,6 @@ __all__ = ["DEFAULT_DATABASE", "RunReport", "Triggers", "open_triggers"]
 #: The SQLite file ``open_triggers()`` uses when no database is named (relative to the cwd).
 DEFAULT_DATABASE: Final = "trio-triggers.sqlite"
 
-#: How often the scheduler inspects a launched run when nothing tells it the run ended. The
-#: library's own default (15 s) suits remote runners; an application's runs end in this process,
-#: so a run is settled within about a second of ending.
-APP_RUN_POLL_INTERVAL: Final = 1.0
-
 F = TypeVar("F", bound=FlowFn)
 
 _ISO_LENGTH: Final = len("1970-01-01T00:00:00.000Z")
@@ -321,19 +316,16 @@ async def open_triggers(
     one) or a ``postgresql://`` DSN (needs the ``[postgres]`` extra). ``clock`` is the wall
     clock of every store and of the scheduler (default the system clock; pass a
     :class:`~trio_triggers.TrioWallClock` to run the application under ``MockClock``).
-    ``options`` are the scheduler's (default: the library's, with ``run_poll_interval`` of
-    1 s); ``concurrency`` bounds the flows running at once; ``owner`` is the runner's fence
-    identity (default: this process).
+    ``options`` are the scheduler's (default ``SchedulerOptions()``: the LocalRunner tells the
+    scheduler when a run ends, so a finished run settles at once whatever
+    ``run_poll_interval`` is); ``concurrency`` bounds the flows running at once; ``owner`` is
+    the runner's fence identity (default: this process).
 
     Options are validated before the database is opened, so a bad one raises ``TriggerError``
     (code ``invalid_options``, ``path`` the option) and writes nothing. Leaving the block closes
     everything; serve inside it with ``await nursery.start(app.serve)``.
     """
-    opts = (
-        options
-        if options is not None
-        else SchedulerOptions(run_poll_interval=APP_RUN_POLL_INTERVAL)
-    )
+    opts = options if options is not None else SchedulerOptions()
     validate_options(opts)
     validate_poll_interval(opts)  # the scheduler checks it when it serves; we check it now
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:

@@ -23,9 +23,10 @@ import inspect as _inspect
 import logging
 import math
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 import trio
@@ -62,6 +63,9 @@ __all__ = [
     "default_liveness",
     "open_local_runner",
 ]
+
+#: How many finished run ids ``wait_ended`` remembers (a few minutes of a busy runner).
+_FINISHED_LATELY: Final = 4096
 
 logger = logging.getLogger("trio_triggers.local_runner")
 
@@ -246,6 +250,10 @@ class LocalRunner:
         self._flows: dict[str, FlowFn] = {}
         self._workers: dict[str, _Worker] = {}
         self._running_count: Published[int] = Published(0)  # len(self._workers), to wait on
+        # wait_ended: the waiters per run id, and the runs that finished here lately (so a
+        # waiter that arrives just after the end returns at once instead of at its deadline).
+        self._end_waiters: dict[str, trio.Event] = {}
+        self._finished_lately: OrderedDict[str, None] = OrderedDict()
         self._wake = trio.Event()
         self._serving = False
         for flow_id, fn in (flows or {}).items():
@@ -484,9 +492,44 @@ class LocalRunner:
         finally:
             if not finished:
                 await self._hand_back(run_id)
+            else:
+                self._ended(run_id)
             self._workers.pop(run_id, None)
             self._running_count.set(len(self._workers))
             self._wake.set()
+
+    def _ended(self, run_id: str) -> None:
+        self._finished_lately[run_id] = None
+        while len(self._finished_lately) > _FINISHED_LATELY:
+            self._finished_lately.popitem(last=False)
+        waiters = self._end_waiters.pop(run_id, None)
+        if waiters is not None:
+            waiters.set()
+
+    async def wait_ended(self, run_id: str) -> None:
+        """Return once ``run_id`` has finished in this runner (:class:`RunEndSignal`).
+
+        This is how a scheduler in the same process settles a run within milliseconds of its
+        end instead of at its next inspection. A run this runner never executes keeps the
+        caller waiting (the scheduler bounds the wait with its ``run_poll_interval``); a run
+        handed back unfinished (shutdown, a lost lease) is not an end.
+        """
+        if run_id in self._finished_lately:
+            await trio.lowlevel.checkpoint()
+            return
+        event = self._end_waiters.get(run_id)
+        if event is None:
+            event = self._end_waiters[run_id] = trio.Event()
+        try:
+            await event.wait()
+        finally:
+            # The last waiter gone: forget the event (a later waiter makes a new one).
+            if (
+                not event.is_set()
+                and self._end_waiters.get(run_id) is event
+                and not event.statistics().tasks_waiting
+            ):
+                del self._end_waiters[run_id]
 
     async def _hand_back(self, run_id: str) -> None:
         """Give an unfinished run back as ``suspended`` so the next runner claims it at once."""

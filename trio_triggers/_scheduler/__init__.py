@@ -29,7 +29,7 @@ from ._control import (
 from ._core import Entry, Scheduler, end_result, open_scheduler
 from ._options import SchedulerOptions
 from ._readers import TriggerSummary, fires, next_occurrences, summaries
-from ._runner import NoopRunner, Runner, RunState, StartRequest
+from ._runner import NoopRunner, RunEndSignal, Runner, RunState, StartRequest
 
 __all__ = [
     "PARKED_ATTEMPTS",
@@ -45,6 +45,7 @@ __all__ = [
     "Plan",
     "PlanRun",
     "Receipt",
+    "RunEndSignal",
     "RunInfo",
     "RunState",
     "Runner",

@@ -40,7 +40,7 @@ from .._store._protocol import AttentionStore, TriggerStore
 from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
-from ._runner import RUN_STATES, Runner, RunState, StartRequest
+from ._runner import RUN_STATES, RunEndSignal, Runner, RunState, StartRequest
 
 __all__ = ["PRUNE_INTERVAL_MS", "Scheduler", "end_result", "open_scheduler"]
 
@@ -869,7 +869,22 @@ class Scheduler:
                 return None
             if state != "active":
                 return state
-            await trio.sleep(self._settings.run_poll_interval_ms / 1000)
+            await self._until_next_look(run_id)
+
+    async def _until_next_look(self, run_id: str) -> None:
+        """Wait ``run_poll_interval``, or less when the runner says the run ended."""
+        poll = self._settings.run_poll_interval_ms / 1000
+        runner = self._runner
+        if not isinstance(runner, RunEndSignal):
+            await trio.sleep(poll)
+            return
+        deadline = trio.current_time() + poll
+        with trio.move_on_at(deadline):
+            try:
+                await runner.wait_ended(run_id)
+            except Exception:
+                logger.debug("A runner's wait_ended failed", exc_info=True)
+                await trio.sleep_until(deadline)
 
     async def _inspect_run(self, trigger: RegisteredTrigger, run_id: str) -> RunState | None:
         for k in range(INSPECTION_ATTEMPTS):

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 import trio
 
-__all__ = ["RUN_STATES", "NoopRunner", "RunState", "Runner", "StartRequest"]
+__all__ = ["RUN_STATES", "NoopRunner", "RunEndSignal", "RunState", "Runner", "StartRequest"]
 
 RunState = Literal["active", "completed", "failed", "cancelled", "missing"]
 RUN_STATES: frozenset[str] = frozenset({"active", "completed", "failed", "cancelled", "missing"})
@@ -48,6 +48,29 @@ class Runner(Protocol):
 
     async def cancel(self, run_id: str) -> None:
         """Ask the run to stop; idempotent."""
+        ...
+
+
+@runtime_checkable
+class RunEndSignal(Protocol):
+    """An optional runner capability: tell the scheduler that a run has ended.
+
+    A scheduler learns how a run ended by inspecting it every ``run_poll_interval``; a runner
+    that can tell when a run ends (the embedded :class:`~trio_triggers.LocalRunner` executes its
+    runs in this very process) implements ``wait_ended`` as well, and the scheduler's monitor
+    then wakes as soon as the run ends and settles it within milliseconds. Inspection stays the
+    source of truth (the monitor inspects after waking, and still at least every
+    ``run_poll_interval``), so a runner that cannot tell (one in another service, or a run that
+    another process executes) simply does not implement this, and nothing else changes.
+    """
+
+    async def wait_ended(self, run_id: str) -> None:
+        """Return once ``run_id`` has reached a terminal state in this runner.
+
+        May wait indefinitely for a run this runner never executes (the scheduler bounds the
+        wait); must return promptly for a run that already ended here recently. A spurious
+        return is allowed (the scheduler inspects before it believes anything).
+        """
         ...
 
 
