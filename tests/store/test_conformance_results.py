@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 from trio_triggers._identities import reservation_id
-from trio_triggers._store import Claim, Held, HistoryQuery
+from trio_triggers._store import Claim, Held, HistoryQuery, Result
 
 from .helpers import LEASE, Env, raises
 
@@ -342,3 +343,34 @@ async def test_history_of_results(env: Env) -> None:
     await env.launched(1, "run-1", await env.claim(1))
     page = await env.store.history(HistoryQuery(outcome="launched"))
     assert [(r.occurrence, r.run_id) for r in page.items] == [(1, "run-1")]
+
+
+async def test_record_result_never_reads_the_store_clock(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The contract gives "now" to register, the claims, active_run and heartbeat only; a
+    result is settled by what it says, so recording one must not read the clock (issue 21).
+    Checked alone and in a group-commit batch of results."""
+    await env.register()
+    first = await env.claim(1)
+    reads = 0
+    real = env.clock.now_ms
+
+    def counted() -> int:
+        nonlocal reads
+        reads += 1
+        return real()
+
+    monkeypatch.setattr(env.clock, "now_ms", counted)
+    await env.launched(1, "run-1", first)
+    await env.store.record_result(
+        Result(trigger_id="daily", occurrence=1, outcome="completed", run_id="run-1")
+    )
+    assert reads == 0
+    monkeypatch.setattr(env.clock, "now_ms", real)
+    claims = [await env.claim(o, trigger_id=t) for o, t in ((2, "daily"),)]
+    monkeypatch.setattr(env.clock, "now_ms", counted)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(env.launched, 2, "run-2", claims[0])
+        nursery.start_soon(env.store.heartbeat, "host-a")
+    assert reads == 1  # the heartbeat's, once, even when it shares a batch with a result

@@ -26,7 +26,7 @@ from ._control import (
     RunInfo,
     TerminalReceipt,
 )
-from ._core import Entry, Scheduler, end_result, open_scheduler
+from ._core import Owned, Scheduler, end_result, open_scheduler
 from ._options import SchedulerOptions
 from ._readers import TriggerSummary, fires, next_occurrences, summaries
 from ._runner import NoopRunner, RunEndSignal, Runner, RunState, StartRequest
@@ -39,8 +39,8 @@ __all__ = [
     "Conflict",
     "ControlPlane",
     "ControlRunner",
-    "Entry",
     "NoopRunner",
+    "Owned",
     "Parked",
     "Plan",
     "PlanRun",

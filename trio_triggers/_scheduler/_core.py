@@ -62,8 +62,8 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """What this process believes it owns for one trigger (§12.3).
+class Owned:
+    """What this process believes it owns for one trigger (§12.3): one row of ``owned()``.
 
     ``scope`` is the cancel scope of a live launch task (a live monitor owns the entry);
     ``None`` means nobody in this process watches it. ``occurrence is None`` marks a foreign
@@ -124,7 +124,7 @@ class Scheduler:
         self._settings = settings
         self._clock = clock
         self._nursery = nursery
-        self._active: dict[str, Entry] = {}
+        self._owned: dict[str, Owned] = {}
         self._observed: dict[str, int] = {}
         self._lock = trio.Lock()
         self._last_pruned_at: int | None = None
@@ -164,9 +164,9 @@ class Scheduler:
         """This instance's watermark for a trigger (``None`` before first sight)."""
         return self._observed.get(trigger_id)
 
-    def owned(self) -> dict[str, Entry]:
-        """A copy of the in-memory ownership table (trigger id → :class:`Entry`)."""
-        return dict(self._active)
+    def owned(self) -> dict[str, Owned]:
+        """A copy of the in-memory ownership table (trigger id → :class:`Owned`)."""
+        return dict(self._owned)
 
     def next_due_at(self) -> int | None:
         """When the next tick has work: on an indexed store the earliest attention instant
@@ -338,8 +338,8 @@ class Scheduler:
 
     # ---- in-memory ownership (§12.3)
 
-    def _take(self, trigger_id: str, entry: Entry) -> None:
-        self._active[trigger_id] = entry
+    def _take(self, trigger_id: str, entry: Owned) -> None:
+        self._owned[trigger_id] = entry
 
     def _update(
         self,
@@ -349,19 +349,19 @@ class Scheduler:
         run_id: str | None = None,
         detach: bool = False,
     ) -> None:
-        current = self._active.get(trigger_id)
+        current = self._owned.get(trigger_id)
         if current is None or current.occurrence != occurrence:
             return
         if run_id is not None:
             current = replace(current, run_id=run_id)
         if detach:
             current = replace(current, scope=None)
-        self._active[trigger_id] = current
+        self._owned[trigger_id] = current
 
     def _remove(self, trigger_id: str, occurrence: int | None) -> None:
-        current = self._active.get(trigger_id)
+        current = self._owned.get(trigger_id)
         if current is not None and current.occurrence == occurrence:
-            del self._active[trigger_id]
+            del self._owned[trigger_id]
 
     def _observe(self, trigger_id: str, occurrence: int) -> None:
         current = self._observed.get(trigger_id)
@@ -404,12 +404,12 @@ class Scheduler:
         # The recovery sweep: every row that holds something, every recovery_interval, and on
         # every tick while this process keeps an entry nobody watches (a run it adopted or
         # whose monitor detached: the listing tick inspected those once per tick too).
-        unwatched = any(entry.scope is None for entry in self._active.values())
+        unwatched = any(entry.scope is None for entry in self._owned.values())
         if unwatched or self._next_sweep_at is None or now >= self._next_sweep_at:
             self._next_sweep_at = now + self._settings.recovery_interval_ms
             seen = {row.row.trigger_id for row in rows}
             for held in await store.holding():
-                local = self._active.get(held.row.trigger_id)
+                local = self._owned.get(held.row.trigger_id)
                 if (
                     held.row.trigger_id in seen
                     or (local is not None and local.scope is not None)
@@ -462,7 +462,7 @@ class Scheduler:
         """
         if row.trigger is None:
             return True  # a row that failed to decode is only logged
-        if row.active_run_id is not None or row.trigger_id in self._active:
+        if row.active_run_id is not None or row.trigger_id in self._owned:
             return False
         return row.pending_at is None or not row.trigger.enabled
 
@@ -519,17 +519,17 @@ class Scheduler:
         dispatched: int | None = None
         interrupted = False
         stale = False
-        for o in due.occurrences:
+        for occurrence in due.occurrences:
             try:
-                await self._hook.around_claim(self._claim_once, trigger, o)
+                await self._hook.around_claim(self._claim_once, trigger, occurrence)
             except _StaleRevision:
                 stale = True
                 break
             except Exception:
                 logger.error(
-                    f"A trigger dispatch of occurrence {o} failed",
+                    f"A trigger dispatch of occurrence {occurrence} failed",
                     exc_info=True,
-                    extra={"trigger_id": trigger.id, "occurrence": o},
+                    extra={"trigger_id": trigger.id, "occurrence": occurrence},
                 )
                 interrupted = True
                 if self._indexed:
@@ -538,7 +538,7 @@ class Scheduler:
                     break
                 continue
             if not interrupted:
-                dispatched = o
+                dispatched = occurrence
         if stale:
             if dispatched is not None:
                 self._observe(trigger.id, dispatched)
@@ -615,18 +615,18 @@ class Scheduler:
                 raise
             # Another party has already settled or superseded the occurrence.
 
-    async def _recover_stored(self, trigger: RegisteredTrigger, run_id: str) -> Entry | None:
+    async def _recover_stored(self, trigger: RegisteredTrigger, run_id: str) -> Owned | None:
         occurrence = await self._occurrence_of(trigger, run_id)
         state = await self._inspect_stored(run_id)
         if state != "active":
             await self._settle_recovered(trigger, occurrence, run_id, state)
             return None
-        entry = Entry(occurrence, run_id, None)
+        entry = Owned(occurrence, run_id, None)
         self._take(trigger.id, entry)
         return entry
 
-    async def _resolve_active(self, trigger: RegisteredTrigger, held: Held | None) -> Entry | None:
-        local = self._active.get(trigger.id)
+    async def _resolve_active(self, trigger: RegisteredTrigger, held: Held | None) -> Owned | None:
+        local = self._owned.get(trigger.id)
         if local is not None:
             if local.scope is not None:
                 return local  # a live monitor owns it: no reads at all
@@ -695,52 +695,66 @@ class Scheduler:
 
     # ------------------------------------------------------------------ §12.9
 
-    async def _claim_once(self, trigger: RegisteredTrigger, o: int) -> None:
+    async def _claim_once(self, trigger: RegisteredTrigger, occurrence: int) -> None:
         try:
-            claim = await self._store.claim_fire(trigger.id, o, expected_revision=trigger.revision)
+            claim = await self._store.claim_fire(
+                trigger.id, occurrence, expected_revision=trigger.revision
+            )
         except TriggerError as err:
             if err.code == "revision_mismatch":
                 raise _StaleRevision(err) from err
             raise
         if not claim.claimed:
             return
-        await self._dispatch_claimed(trigger, o, claim)
+        await self._dispatch_claimed(trigger, occurrence, claim)
 
     async def _dispatch_claimed(
-        self, trigger: RegisteredTrigger, o: int, claim: Claim, resume_buffered: bool = False
+        self,
+        trigger: RegisteredTrigger,
+        occurrence: int,
+        claim: Claim,
+        resume_buffered: bool = False,
     ) -> None:
         action = claim.action
         if action == "skip":
-            await self._record(Result(trigger_id=trigger.id, occurrence=o, outcome="skipped"))
+            await self._record(
+                Result(trigger_id=trigger.id, occurrence=occurrence, outcome="skipped")
+            )
             return
         if action == "buffer":
-            await self._record(Result(trigger_id=trigger.id, occurrence=o, outcome="buffered"))
+            await self._record(
+                Result(trigger_id=trigger.id, occurrence=occurrence, outcome="buffered")
+            )
             return
         reservation = claim.reservation_id
         if action not in ("fire", "supersede") or reservation is None:
             raise TriggerError("store", f"claim for trigger {trigger.id} has an unusable shape")
         if action == "supersede" and claim.active_run_id is not None:
             displaced = claim.active_run_id
-            local = self._active.get(trigger.id)
+            local = self._owned.get(trigger.id)
             if local is not None and local.run_id == displaced:
                 prior = local
             else:
-                prior = Entry(await self._occurrence_of(trigger, displaced), displaced, None)
-            await self._cancel_active(trigger, prior, o, reservation, queue=not resume_buffered)
+                prior = Owned(await self._occurrence_of(trigger, displaced), displaced, None)
+            await self._cancel_active(
+                trigger, prior, occurrence, reservation, queue=not resume_buffered
+            )
         # The entry is taken here, before the dispatch returns, with the scope its launch task
         # will enter: a cancel of the entry (a supersede) reaches the task even before it runs.
         # (``start_soon`` rather than ``nursery.start``: nothing is awaited before the entry
         # exists, and a tick that launches a thousand runs pays a spawn, not a handshake, each.)
         scope = trio.CancelScope()
-        self._take(trigger.id, Entry(o, reservation, scope))
-        self._nursery.start_soon(self._launch_task, trigger, o, reservation, resume_buffered, scope)
+        self._take(trigger.id, Owned(occurrence, reservation, scope))
+        self._nursery.start_soon(
+            self._launch_task, trigger, occurrence, reservation, resume_buffered, scope
+        )
 
     # ------------------------------------------------------------------ §12.10
 
     async def _cancel_active(
         self,
         trigger: RegisteredTrigger,
-        prior: Entry,
+        prior: Owned,
         replacement: int,
         reservation: str,
         queue: bool,
@@ -788,7 +802,7 @@ class Scheduler:
     async def _launch_task(
         self,
         trigger: RegisteredTrigger,
-        o: int,
+        occurrence: int,
         reservation: str,
         preserve_buffered: bool,
         scope: trio.CancelScope,
@@ -799,12 +813,12 @@ class Scheduler:
         with scope:
             try:
                 try:
-                    run_id = await self._timed_start(trigger, o)
-                    self._update(trigger.id, o, run_id=run_id)
+                    run_id = await self._timed_start(trigger, occurrence)
+                    self._update(trigger.id, occurrence, run_id=run_id)
                     await self._record(
                         Result(
                             trigger_id=trigger.id,
-                            occurrence=o,
+                            occurrence=occurrence,
                             outcome="launched",
                             run_id=run_id,
                             reservation_id=reservation,
@@ -814,21 +828,27 @@ class Scheduler:
                     state = await self._monitor(trigger, run_id)
                     if state is None:
                         return  # detached after inspection retries
-                    gate = self._superseding.get((trigger.id, o))
+                    gate = self._superseding.get((trigger.id, occurrence))
                     if gate is not None:
                         # A supersede is cancelling this run; if it records ``superseded`` it
                         # cancels our scope while we wait, otherwise we settle as usual.
                         await gate.wait()
-                    await self._record(end_result(trigger.id, o, run_id, state))
+                    await self._record(end_result(trigger.id, occurrence, run_id, state))
                     completed = True
                     if trigger.overlap == "buffer-one":
                         self.wake()  # a buffered occurrence may now be owed
                 except TriggerError as err:
                     await self._handle_launch_failure(
-                        err, trigger, o, reservation, run_id, launch_recorded, preserve_buffered
+                        err,
+                        trigger,
+                        occurrence,
+                        reservation,
+                        run_id,
+                        launch_recorded,
+                        preserve_buffered,
                     )
                 except Exception:
-                    extra: dict[str, object] = {"trigger_id": trigger.id, "occurrence": o}
+                    extra: dict[str, object] = {"trigger_id": trigger.id, "occurrence": occurrence}
                     if run_id is not None:
                         extra["run_id"] = run_id
                     message = (
@@ -839,20 +859,22 @@ class Scheduler:
                     logger.error(message, exc_info=True, extra=extra)
             finally:
                 if launch_recorded and not completed:
-                    self._update(trigger.id, o, detach=True)  # keep ownership for the next tick
+                    self._update(
+                        trigger.id, occurrence, detach=True
+                    )  # keep ownership for the next tick
                 else:
-                    self._remove(trigger.id, o)
+                    self._remove(trigger.id, occurrence)
 
-    async def _timed_start(self, trigger: RegisteredTrigger, o: int) -> str:
+    async def _timed_start(self, trigger: RegisteredTrigger, occurrence: int) -> str:
         request = StartRequest(
             flow_id=trigger.flow_id,
             input=_copy_input(trigger.input),
-            idempotency_key=idempotency_key(trigger.id, o),
+            idempotency_key=idempotency_key(trigger.id, occurrence),
         )
         started = trio.current_time()
         try:
             with instrument.span(
-                "Scheduler.launch", {"trigger_id": trigger.id, "occurrence": iso(o)}
+                "Scheduler.launch", {"trigger_id": trigger.id, "occurrence": iso(occurrence)}
             ):
                 return await self._call_start(request)
         finally:
@@ -912,13 +934,13 @@ class Scheduler:
         self,
         err: TriggerError,
         trigger: RegisteredTrigger,
-        o: int,
+        occurrence: int,
         reservation: str,
         run_id: str | None,
         launch_recorded: bool,
         preserve_buffered: bool,
     ) -> None:
-        base: dict[str, object] = {"trigger_id": trigger.id, "occurrence": o}
+        base: dict[str, object] = {"trigger_id": trigger.id, "occurrence": occurrence}
         with_run = dict(base, run_id=run_id) if run_id is not None else base
         error_info = (type(err), err, err.__traceback__)
         if launch_recorded:
@@ -950,7 +972,7 @@ class Scheduler:
                     await self._call_cancel(losing)
                     return
                 if holder == losing or (
-                    is_reservation(holder) and reservation_occurrence(holder) == o
+                    is_reservation(holder) and reservation_occurrence(holder) == occurrence
                 ):
                     return  # an idempotent retry has adopted (or will adopt) the run
                 await self._call_cancel(losing)
@@ -961,7 +983,7 @@ class Scheduler:
             # 3 (a resumed pending occurrence) and 4 (the start may have happened): re-arm.
             work = "buffered launch compensation" if preserve_buffered else "launch compensation"
             await self._isolated(
-                work, lambda: self._store.restore_pending(trigger.id, o, reservation), base
+                work, lambda: self._store.restore_pending(trigger.id, occurrence, reservation), base
             )
             logger.error("A trigger launch failed", exc_info=error_info, extra=with_run)
             return
@@ -970,7 +992,7 @@ class Scheduler:
             await self._record(
                 Result(
                     trigger_id=trigger.id,
-                    occurrence=o,
+                    occurrence=occurrence,
                     outcome="failed",
                     error=err.message,
                     run_id=reservation,

@@ -71,11 +71,12 @@ from ._decision import (
 from ._engine import EngineStore
 from ._group_commit import BatchItemFailed, run_bodies
 from ._models import HistoryQuery
-from ._protocol import READ_ONLY_METHODS, Method
+from ._protocol import CLOCK_METHODS, READ_ONLY_METHODS, Method
 from ._sql import Statement, TriggerSql, trigger_sql
 
 __all__ = [
     "ATTENTION_COLUMNS",
+    "CLOCK_METHODS",
     "READ_ONLY_METHODS",
     "STATE_COLUMNS",
     "TRIGGER_COLUMNS",

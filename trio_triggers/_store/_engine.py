@@ -51,7 +51,7 @@ from ._models import (
     Result,
     SchedulerHeartbeat,
 )
-from ._protocol import Method
+from ._protocol import CLOCK_METHODS, Method
 
 if TYPE_CHECKING:
     from ._backend import Body, Hint, StoreTx
@@ -82,17 +82,18 @@ class EngineStore:
         raise NotImplementedError
 
     async def _run_alone(self, method: Method, body: Body) -> Any:
-        """``_run(method, body, now=True)`` for a call of a group transaction of one.
+        """``_run(method, body, now=...)`` for a call of a group transaction of one.
 
         The group has already yielded (its cancellation point), so a backend may skip the
         checkpoint its ``_run`` takes first.
         """
-        return await self._run(method, body, now=True)
+        return await self._run(method, body, now=method in CLOCK_METHODS)
 
     async def _run_batch(
-        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = (), now: bool = True
     ) -> builtins.list[Any]:
-        """Run ``bodies`` in order in ONE write transaction (``now`` read once, at its start).
+        """Run ``bodies`` in order in ONE write transaction (``now`` read once, at its start,
+        when ``now`` is set: some body of the batch needs the store's clock).
 
         ``hints[i]`` names the ``(trigger_id, occurrence)`` body ``i`` reads first, when known:
         a server backend reads (and locks) them all in one round trip before the bodies run.
@@ -112,7 +113,7 @@ class EngineStore:
         """Run a single-trigger write, sharing a transaction with concurrent ones if batching."""
         body = attending(body)
         if not self._batching:
-            return await self._run(method, body, now=True)
+            return await self._run(method, body, now=method in CLOCK_METHODS)
         group = self._group
         if group is None:
             group = self._group = GroupCommit(self)

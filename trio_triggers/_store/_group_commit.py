@@ -15,7 +15,7 @@ import trio
 from .._errors import TriggerError
 from ._codec import failure_for
 from ._index import Attending, refresh
-from ._protocol import Method
+from ._protocol import CLOCK_METHODS, Method
 
 if TYPE_CHECKING:
     from ._backend import Body, Hint, StoreTx
@@ -186,7 +186,9 @@ class GroupCommit:
         if len(batch) > 1:
             try:
                 values = await store._run_batch(
-                    [item.body for item in batch], hints=[item.hint for item in batch]
+                    [item.body for item in batch],
+                    hints=[item.hint for item in batch],
+                    now=any(item.method in CLOCK_METHODS for item in batch),
                 )
             except BatchItemFailed:
                 pass  # a refusal, rolled back before commit: run each call on its own, below

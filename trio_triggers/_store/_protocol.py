@@ -20,6 +20,7 @@ from ._models import (
 
 __all__ = [
     "ATTENTION_STORE_METHODS",
+    "CLOCK_METHODS",
     "METHODS",
     "NO_TRIGGER_WRITE_METHODS",
     "READ_ONLY_METHODS",
@@ -195,6 +196,12 @@ NO_TRIGGER_WRITE_METHODS: Final[frozenset[str]] = READ_ONLY_METHODS | frozenset(
 )
 #: Methods that may change a declaration, held state or a ledger row.
 TRIGGER_WRITE_METHODS: Final[frozenset[str]] = frozenset(get_args(TriggerWriteMethod))
+#: The methods whose transaction reads the store's clock ("now"): exactly those the contract
+#: gives a "now" (a registration's stamp, a claim's lease, a holder's expiry, a heartbeat).
+#: Every other method, ``record_result`` included, never reads it.
+CLOCK_METHODS: Final[frozenset[str]] = frozenset(
+    {"register", "register_many", "claim_fire", "claim_pending", "active_run", "heartbeat"}
+)
 
 
 def protocol_methods(protocol: type) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from .._executor import Executor
 from .._migrations import Migration, MigrationError, owns_trigger_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase
 from ._backend import (
+    CLOCK_METHODS,
     READ_ONLY_METHODS,
     UNKNOWN,
     BatchItemFailed,
@@ -293,13 +294,13 @@ class SqliteTriggerStore(EngineStore):
             raise failure_for(method) from exc
 
     async def _run_alone(self, method: Method, body: Body) -> Any:
-        return await self._run(method, body, now=True, checkpoint=False)
+        return await self._run(method, body, now=method in CLOCK_METHODS, checkpoint=False)
 
     async def _run_batch(
-        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = (), now: bool = True
     ) -> builtins.list[Any]:
         del hints  # every read is a local call: nothing to gain from reading ahead
-        at = self._clock.now_ms()
+        at = self._clock.now_ms() if now else 0
 
         def run_all(connection: sqlite3.Connection) -> builtins.list[Any]:
             return run_bodies(_SqliteTx(connection), bodies, at, sqlite3.Error)

@@ -337,9 +337,9 @@ class PostgresTriggerStore(EngineStore):
             raise failure_for(method) from exc
 
     async def _run_batch(
-        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = ()
+        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = (), now: bool = True
     ) -> builtins.list[Any]:
-        at = self._clock.now_ms()
+        at = self._clock.now_ms() if now else 0
 
         def work(connection: Connection) -> builtins.list[Any]:
             tx = _PostgresTx(connection, lock=True)

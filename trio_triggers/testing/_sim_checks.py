@@ -80,9 +80,8 @@ def _dispatched_settled_or_owed(obs: StoreObserver, state: StoreState, tid: str)
             truth = obs.runner.state_of(fire.run_id)
             stopped_for = obs.runner.stopped_for(fire.run_id)
             settle_within = config.run_poll_interval + config.poll_interval + 600
-            orphan = fire.run_id in obs.spec_gap_orphans
             late = stopped_for is None or stopped_for > settle_within
-            if truth != "active" and late and not orphan:
+            if truth != "active" and late:
                 obs.violated(
                     "T20", f"{tid}@{occ}: launched run {fire.run_id} is {truth}, unsettled"
                 )
@@ -117,15 +116,19 @@ def _no_boundary_lost(
     for b in boundaries:
         if b in seen:
             continue
-        # §12.6 tries later occurrences after a failed claim and their claims advance the
-        # durable cursor, so the failed boundary stays owed only by the failing instance's
-        # watermark: it is lost if that instance dies before its retry, or if it failed at
-        # first sight (no watermark yet; the next pass starts from the cursor). Every other
-        # loss is a bug.
+        # The reference listing tick (§12.6) tries later occurrences after a failed claim and
+        # their claims advance the durable cursor, so the failed boundary stays owed only by
+        # the failing instance's watermark: it is lost if that instance dies before its retry,
+        # or if it failed at first sight. The indexed tick claims nothing past a failed claim
+        # (docs/departures.md), so there every missing boundary is a violation.
         failed_by = obs.failed_claims.get((tid, b), set())
-        excused = bool(failed_by) and (
-            any(first for _c, first in failed_by)
-            or all(c not in alive_at_end for c, _f in failed_by)
+        excused = (
+            obs.config.listing
+            and bool(failed_by)
+            and (
+                any(first for _c, first in failed_by)
+                or all(c not in alive_at_end for c, _f in failed_by)
+            )
         )
         if excused:
             obs.counts["spec_gap.lost_after_failed_claim"] += 1

@@ -494,13 +494,12 @@ class StoreObserver:
         self.failed_claims.setdefault((trigger_id, occurrence), set()).add((caller, first_sight))
 
     def note_orphans(self, call: StoreCall) -> None:
-        """Record the spec gap of a launched predecessor that lease processing does not restore.
+        """T20: releasing a reservation never drops the launched predecessor it recorded.
 
-        §10.2 step 3 and §10.4 give a released reservation's recorded predecessor back the holder
-        slot only under ``supersede`` (claims) or always (``active_run``); when the policy was
-        edited away from ``supersede`` while a supersede reservation was outstanding, a claim's
-        lease processing drops the predecessor, and no tick recovers its ``launched`` row (§12.7
-        reaches runs only through the holder). Invariant 20 then cannot hold for that row.
+        The contract (§10.2 step 3) restores a released reservation's recorded predecessor only
+        under ``supersede``; after an edit away from ``supersede`` that would strand the
+        predecessor's ``launched`` row (ticks reach runs only through the holder). Our decision
+        restores it under any policy (docs/departures.md), so a drop is a violation.
         """
         tid = call.args[0]
         pre = self.prev_part
@@ -517,10 +516,15 @@ class StoreObserver:
             return
         if after.active_run_id == row.run_id:
             return
+        # A supersede claim carries the predecessor along: its new reservation's row names it
+        # as the run it displaces (the claimant cancels it and records it superseded).
+        new_occ = reservation_occurrence(after.active_run_id)
+        carried = post.ledger.get((tid, new_occ)) if new_occ is not None else None
+        if carried is not None and carried.run_id == row.run_id:
+            return
         if any(r.run_id == row.run_id and r.outcome == "launched" for r in post.ledger.values()):
             self.spec_gap_orphans.add(row.run_id)
-            self.counts["spec_gap.orphaned_predecessor"] += 1
-            self.trace.event(f"SPEC-GAP {tid}: predecessor {row.run_id} dropped by {call.method}")
+            self.violated("T20", f"{tid}: predecessor {row.run_id} dropped by {call.method}")
 
     def part(self, scope: str | None) -> StoreState:
         assert self.parts is not None
