@@ -43,6 +43,13 @@ def verifytypes(session: nox.Session) -> None:
 
 
 @nox.session
+def changelog(session: nox.Session) -> None:
+    """Build the changelog from changes/: nox -s changelog -- --version X.Y.Z (or --draft)."""
+    session.install("--group", "release")
+    session.run("towncrier", "build", *session.posargs)
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     session.install("--group", "docs", "-e", ".")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")

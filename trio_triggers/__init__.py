@@ -3,6 +3,12 @@
 The public API is what this module exports (``__all__``) plus the documented submodules
 ``trio_triggers.testing``, ``trio_triggers.postgres`` and ``trio_triggers.cli``.
 
+Docstrings cite the design contract the package was built against by section number
+(``triggers.md`` §10.2, ``ownership.md`` §11, ...). ``docs/design/section-map.toml`` maps
+every such number to the design page and heading that explains it (a bare § in a
+run-ownership module means ``ownership.md``, elsewhere ``triggers.md``), and a test keeps the
+map complete.
+
 The imports below are grouped by layer, lowest first, as docs/architecture.md draws them; each
 name is re-exported explicitly (``from x import y as y``), which is how type checkers tell a
 public re-export from an implementation detail.
