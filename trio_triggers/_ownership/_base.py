@@ -43,12 +43,12 @@ from ._models import (
     AlreadyClaimed,
     AlreadyRequested,
     CancelRequested,
+    ClaimAndOwnOutcome,
     ClaimChanged,
     Claimed,
     ClaimFresh,
     ClaimLost,
     Created,
-    EvidenceRequired,
     Existing,
     FenceLost,
     GuardFailed,
@@ -60,6 +60,7 @@ from ._models import (
     RunStatus,
     SnapshotChanged,
     Snapshotish,
+    StealOutcome,
     Terminal,
     Transitioned,
     TransitionGuard,
@@ -272,19 +273,10 @@ class RunStoreBase(ABC):
         owner: OwnerId,
         now_ms: int,
         evidence: LivenessEvidence | None = None,
-    ) -> (
-        Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
-    ):
+    ) -> ClaimAndOwnOutcome:
         m = "claim_and_own"
 
-        async def call() -> (
-            Activated
-            | NotFound
-            | AlreadyClaimed
-            | HeartbeatFresh
-            | SnapshotChanged
-            | EvidenceRequired
-        ):
+        async def call() -> ClaimAndOwnOutcome:
             check_run_id(m, run_id)
             snap = check_snapshot(m, expected)
             check_owner(m, owner, "owner")
@@ -304,19 +296,10 @@ class RunStoreBase(ABC):
         claimant: OwnerId,
         now_ms: int,
         evidence: LivenessEvidence,
-    ) -> (
-        Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
-    ):
+    ) -> StealOutcome:
         m = "steal"
 
-        async def call() -> (
-            Claimed
-            | NotFound
-            | AlreadyClaimed
-            | HeartbeatFresh
-            | SnapshotChanged
-            | LivenessUnconfirmed
-        ):
+        async def call() -> StealOutcome:
             check_run_id(m, run_id)
             snap = check_snapshot(m, expected)
             check_owner(m, claimant, "claimant")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 import msgspec
 
@@ -21,6 +21,7 @@ __all__ = [
     "AlreadyRequested",
     "CancelAcknowledgement",
     "CancelRequested",
+    "ClaimAndOwnOutcome",
     "ClaimChanged",
     "ClaimFresh",
     "ClaimLost",
@@ -39,6 +40,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SnapshotChanged",
+    "StealOutcome",
     "Terminal",
     "TransitionGuard",
     "Transitioned",
@@ -214,6 +216,16 @@ class Existing(_Outcome, frozen=True, kw_only=True):
 Snapshotish = RunSnapshot | RunRow
 
 
+ClaimAndOwnOutcome: TypeAlias = (
+    Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+)
+"""What :meth:`RunStore.claim_and_own` answers."""
+StealOutcome: TypeAlias = (
+    Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
+)
+"""What :meth:`RunStore.steal` answers."""
+
+
 class RunStore(Protocol):
     """The durable run rows and their leases (``ownership.md`` §10). Every method is async."""
 
@@ -248,9 +260,7 @@ class RunStore(Protocol):
         owner: OwnerId,
         now_ms: int,
         evidence: LivenessEvidence | None = None,
-    ) -> (
-        Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
-    ): ...
+    ) -> ClaimAndOwnOutcome: ...
 
     async def steal(
         self,
@@ -259,9 +269,7 @@ class RunStore(Protocol):
         claimant: OwnerId,
         now_ms: int,
         evidence: LivenessEvidence,
-    ) -> (
-        Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
-    ): ...
+    ) -> StealOutcome: ...
 
     async def recover_claim(
         self,

@@ -36,12 +36,12 @@ from .._ownership._models import (
     AlreadyClaimed,
     AlreadyRequested,
     CancelRequested,
+    ClaimAndOwnOutcome,
     ClaimChanged,
     Claimed,
     ClaimFresh,
     ClaimLost,
     Created,
-    EvidenceRequired,
     Existing,
     FenceLost,
     GuardFailed,
@@ -54,6 +54,7 @@ from .._ownership._models import (
     RunStore,
     SnapshotChanged,
     Snapshotish,
+    StealOutcome,
     Terminal,
     Transitioned,
     TransitionGuard,
@@ -551,17 +552,8 @@ class FaultyRunStore(_FaultingBase):
         owner: OwnerId,
         now_ms: int,
         evidence: Any = None,
-    ) -> (
-        Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
-    ):
-        answer: (
-            Activated
-            | NotFound
-            | AlreadyClaimed
-            | HeartbeatFresh
-            | SnapshotChanged
-            | EvidenceRequired
-        ) = await self._call(
+    ) -> ClaimAndOwnOutcome:
+        answer: ClaimAndOwnOutcome = await self._call(
             "claim_and_own", self.inner.claim_and_own, (run_id, expected, owner, now_ms, evidence)
         )
         return answer
@@ -573,17 +565,8 @@ class FaultyRunStore(_FaultingBase):
         claimant: OwnerId,
         now_ms: int,
         evidence: Any,
-    ) -> (
-        Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | LivenessUnconfirmed
-    ):
-        answer: (
-            Claimed
-            | NotFound
-            | AlreadyClaimed
-            | HeartbeatFresh
-            | SnapshotChanged
-            | LivenessUnconfirmed
-        ) = await self._call(
+    ) -> StealOutcome:
+        answer: StealOutcome = await self._call(
             "steal", self.inner.steal, (run_id, expected, claimant, now_ms, evidence)
         )
         return answer
