@@ -24,7 +24,7 @@ def test_demo_timeline_covers_policies_crash_catch_up_and_dst(
     assert len(rows("skip", "completed")) == 2
     assert rows("buffer", "buffered")
     # the buffered boundary launched right when the previous run completed
-    assert "Sat 03-07 09:16 EST  buffer     03-07 09:10 launched" in out
+    assert "Sat 03-07 09:15 EST  buffer     03-07 09:10 launched" in out
     assert len(rows("supersede", "superseded")) == 3
     # DST: 02:30 does not exist on 8 March, so that night fires at 03:30 EDT
     assert "Sun 03-08 03:30 EDT  dst        03-08 03:30 launched" in out

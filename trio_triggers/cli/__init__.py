@@ -73,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=20, metavar="N", help="rows (default 20)")
     history.add_argument("--json", action="store_true", help="machine-readable output")
 
+    show = commands.add_parser(
+        "show",
+        help="one run: state, timings, owner, result and the flow's own error",
+        description="Show one run from the run store: its state, the trigger boundary it is "
+        "for, timings, owner, input, result and (for a failed run) the flow's own error. "
+        "Example: trio-triggers show run-0f3c... --config triggers.toml",
+    )
+    _add_db_args(show)
+    show.add_argument("run_id", metavar="RUN_ID", help="a run id, as history prints it")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+
     nxt = commands.add_parser("next", help="the next occurrences of one trigger")
     _add_db_args(nxt)
     nxt.add_argument("trigger_id", metavar="ID")

@@ -20,14 +20,15 @@ from typing import Any
 import msgspec
 import trio
 
+from .._app import RunReport
 from .._clock import SystemWallClock, WallClock
 from .._cron import Cron
 from .._databases import is_dsn, open_stores, shown_db
 from .._declarations import Trigger
 from .._errors import RunStoreError, TriggerError
-from .._identities import iso
+from .._identities import is_reservation, iso
 from .._local_runner import FlowFn, open_local_runner
-from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId
+from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId, RunStore
 from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, load_config
@@ -117,6 +118,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
     handlers: dict[str, Callable[[argparse.Namespace, LoadedConfig | None, str], Any]] = {
         "list": _list,
         "history": _history,
+        "show": _show,
         "next": _next,
         "remove": partial(_set_enabled, enabled=False, remove=True),
         "enable": partial(_set_enabled, enabled=True, remove=False),
@@ -378,8 +380,9 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
 async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
     clock = SystemWallClock()
     query = HistoryQuery(trigger_id=args.trigger, outcome=args.outcome, limit=args.limit)
-    async with open_stores(db, clock=clock) as (store, _runs):
+    async with open_stores(db, clock=clock) as (store, runs):
         page = await fires(store, query)
+        run_errors = await _run_errors(runs, page.items)
     if args.json:
         print_json(
             [
@@ -390,6 +393,7 @@ async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: st
                     "outcome": r.outcome,
                     "run_id": r.run_id,
                     "error": r.error,
+                    "run_error": run_errors.get(r.run_id or ""),
                 }
                 for r in page.items
             ]
@@ -403,12 +407,74 @@ async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: st
             r.trigger_id,
             r.outcome or "(claimed)",
             r.run_id or "-",
-            (r.error or "")[:80],
+            _with_run_error(r.error, run_errors.get(r.run_id or ""))[:80],
         ]
         for r in page.items
     ]
     headers = ["OCCURRENCE", "WHEN", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
     print(render_table(headers, table) if table else "no fires recorded")
+    return 0
+
+
+def _with_run_error(ledger: str | None, run_error: str | None) -> str:
+    """The ledger's message, then the flow's own error when the run store has it."""
+    if run_error is None:
+        return ledger or ""
+    return f"{ledger}: {run_error}" if ledger else run_error
+
+
+async def _run_errors(runs: RunStore, records: list[FireRecord]) -> dict[str, str]:
+    """The flows' own errors of the failed runs among ``records`` (the ledger says only that a
+    run failed; the run store says why)."""
+    errors: dict[str, str] = {}
+    for record in records:
+        run_id = record.run_id
+        if record.outcome != "failed" or run_id is None or is_reservation(run_id):
+            continue
+        try:
+            row = await runs.get(run_id)
+        except RunStoreError:
+            continue  # a run of another runner, or pruned: the ledger's message stands alone
+        if row.error:
+            errors[run_id] = row.error
+    return errors
+
+
+async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (_store, runs):
+        try:
+            row = await runs.get(args.run_id)
+        except RunStoreError as exc:
+            if exc.code in ("not_found_row", "invalid_run"):
+                raise CliError(f"unknown run {args.run_id}", 1) from None
+            raise
+    report = RunReport.of(row)
+    if args.json:
+        print_json(report)
+        return 0
+
+    def when(ms: int | None) -> str:
+        return "-" if ms is None else format_instant(ms)
+
+    owner = report.owner
+    fields = [
+        ("run", report.run_id),
+        ("status", report.status),
+        ("flow", report.flow_id or "-"),
+        ("trigger", report.trigger_id or "-"),
+        ("occurrence", when(report.occurrence)),
+        ("created", when(report.created_at)),
+        ("started", when(report.started_at)),
+        ("finished", when(report.finished_at)),
+        ("owner", "-" if owner is None else f"{owner.host_id} pid {owner.pid}"),
+        ("input", msgspec.json.encode(report.input).decode()),
+        ("result", "-" if report.result is None else msgspec.json.encode(report.result).decode()),
+        ("error", report.error or "-"),
+    ]
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        print(f"{name.ljust(width)}  {value}")
     return 0
 
 
