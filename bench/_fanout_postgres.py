@@ -26,9 +26,11 @@ import sys
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))

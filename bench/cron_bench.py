@@ -28,14 +28,18 @@ import statistics
 import sys
 import time
 import zoneinfo
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from typing import TYPE_CHECKING
+
 from croniter import croniter
 
 from trio_triggers import Cron
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CASES: list[tuple[str, str]] = [
     ("0 9 * * 5", "America/Los_Angeles"),

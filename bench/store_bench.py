@@ -37,13 +37,15 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from trio_triggers import InlineExecutor, ThreadExecutor, Trigger
-from trio_triggers._executor import Executor
 from trio_triggers._store import Result, TriggerStore, open_sqlite_trigger_store
+
+if TYPE_CHECKING:
+    from trio_triggers._executor import Executor
 
 SYNCHRONOUS: Final = "NORMAL"
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trio_triggers import RunContext
+if TYPE_CHECKING:
+    from trio_triggers import RunContext
 
 
 async def report(input: dict[str, Any], run: RunContext) -> dict[str, Any]:

@@ -21,12 +21,16 @@ import functools
 import os
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import psycopg
 import psycopg.conninfo
 import pytest
-from psycopg.rows import TupleRow
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from psycopg.rows import TupleRow
 
 ENV_DSN = "TT_POSTGRES_DSN"
 ENV_REQUIRE = "TT_REQUIRE_POSTGRES"

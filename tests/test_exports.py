@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 #: Exported type aliases: documented where they are defined, and not classes of ours.
 TYPE_ALIASES = frozenset({"EpochMs", "JsonValue"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -12,6 +12,9 @@ import trio.testing
 from trio_triggers import ThreadExecutor
 from trio_triggers._migrations import MigrationError
 from trio_triggers._sqlite import SqliteDatabase, is_busy_error
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MIGRATIONS = [
     ("0001_a", ["CREATE TABLE a (x INTEGER NOT NULL)"]),

@@ -22,9 +22,8 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Final, TypeVar, overload
+from typing import TYPE_CHECKING, Final, TypeVar, overload
 
 import msgspec
 import trio
@@ -41,6 +40,9 @@ from ._ownership import OwnerId, RunRow, RunStatus, RunStore
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
 from ._store import HistoryPage, HistoryQuery, Outcome, TriggerStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
 
 __all__ = ["DEFAULT_DATABASE", "RunReport", "Triggers", "open_triggers"]
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-from ._clock import WallClock
 from ._errors import TriggerError
 from ._ownership import HEARTBEAT_STALE_AFTER_MS, RunStore, open_sqlite_run_store
 from ._sqlite import SqliteDatabase
 from ._store import SqliteTriggerStore, TriggerStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._clock import WallClock
 
 __all__ = ["is_dsn", "open_stores", "shown_db"]
 

@@ -8,10 +8,12 @@ never abandoned (``abandon_on_cancel=False``): bound the work server-side instea
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple
 
 import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["Executor", "InlineExecutor", "ThreadExecutor"]
 

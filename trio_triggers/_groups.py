@@ -15,9 +15,12 @@ raises at most one exception") asks for that error bare. Two questions, two func
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["leaves", "one_exception", "only_cancelled", "representative"]
 

@@ -26,7 +26,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 import trio
@@ -53,8 +53,10 @@ from ._ownership import (
     probe_from_check,
     same_host_pid_probe,
 )
-from ._scheduler import RunState, StartRequest
 from ._watch import Published, Watched, move_on_when
+
+if TYPE_CHECKING:
+    from ._scheduler import RunState, StartRequest
 
 __all__ = [
     "FlowFn",

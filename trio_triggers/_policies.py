@@ -7,14 +7,16 @@ dashboard readers and the tests all get the same answer for the same inputs.
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from ._constants import NEXT_OCCURRENCE_COUNT, is_safe_integer
 from ._cron import Cron
-from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
 from ._errors import TriggerError
+
+if TYPE_CHECKING:
+    from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
 
 __all__ = [
     "DueOccurrences",

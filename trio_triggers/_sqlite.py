@@ -26,13 +26,15 @@ stores may share one database (and one connection): their migration names do not
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import trio
 
 from ._executor import Executor, InlineExecutor
 from ._migrations import Migration, MigrationDialect, apply_migrations
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "BUSY_WAIT_S",

@@ -18,7 +18,10 @@ block exits, so nothing here outlives the objects it serves.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["notify_registered", "subscribe"]
 

@@ -15,12 +15,15 @@ so this module is also where its API gets its types.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import trio
 import trio_util
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
+
+    import trio
 
 __all__ = ["Published", "Watched", "move_on_when"]
 
@@ -53,14 +56,14 @@ class Watched(Generic[T]):
     @property
     def value(self) -> T:
         """The current value."""
-        return cast(T, self._source.value)
+        return cast("T", self._source.value)
 
     async def wait_value(
         self, value_or_predicate: T | Callable[[T], bool], *, held_for: float = 0.0
     ) -> T:
         """Wait until the value equals ``value_or_predicate`` (or the predicate holds)."""
         found = await self._source.wait_value(value_or_predicate, held_for=held_for)
-        return cast(T, found)
+        return cast("T", found)
 
     async def wait_transition(
         self, value_or_predicate: T | Callable[[T, T], bool] | None = None
@@ -68,7 +71,7 @@ class Watched(Generic[T]):
         """Wait for the next change to ``value_or_predicate`` (any change by default)."""
         wanted = _any_transition if value_or_predicate is None else value_or_predicate
         found = await self._source.wait_transition(wanted)
-        return cast(tuple[T, T], found)
+        return cast("tuple[T, T]", found)
 
     def __repr__(self) -> str:
         return f"Watched({self.value!r})"
@@ -94,7 +97,7 @@ class Published(Generic[T]):
 
     @property
     def value(self) -> T:
-        return cast(T, self._source.value)
+        return cast("T", self._source.value)
 
     def set(self, value: T) -> None:
         """Publish ``value``; waiters whose condition it meets wake up."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -11,6 +10,9 @@ import trio.testing
 
 import trio_triggers
 from trio_triggers import RunContext, SchedulerOptions, TriggerError, TrioWallClock
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 EPOCH = 1_800_000_000_000  # a whole minute, so "*/2 * * * * *" boundaries are even seconds
 

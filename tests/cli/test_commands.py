@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
 import trio
 
 from trio_triggers import SystemWallClock
 from trio_triggers._databases import open_stores
 from trio_triggers._store import Result
 from trio_triggers.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
 
 CONFIG = """
 [flows.echo]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-
-import pytest
+from typing import TYPE_CHECKING
 
 from trio_triggers.cli import main
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def test_demo_timeline_covers_policies_crash_catch_up_and_dst(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
 import trio
 
 import trio_triggers
 from trio_triggers import RunContext
 from trio_triggers.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
 
 
 def _fail_once(database: Path) -> None:

@@ -8,7 +8,10 @@ It uses the library's compiled fields and zone offsets, so only the search itsel
 
 from __future__ import annotations
 
-from trio_triggers._cron import _Compiled, _Zone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trio_triggers._cron import _Compiled, _Zone
 
 _S = 1000
 _D = 86_400_000

@@ -19,14 +19,17 @@ import bisect
 import datetime
 import functools
 import zoneinfo
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from trio_triggers import Cron
 
 from ._util import MIN, D, H
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 S = 1000
 EPOCH = datetime.datetime(1970, 1, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,9 +21,11 @@ from trio_triggers import (
     overlap_decision,
     pending_after,
 )
-from trio_triggers._declarations import CatchUp
 
 from ._util import H, z
+
+if TYPE_CHECKING:
+    from trio_triggers._declarations import CatchUp
 
 START = z("2026-01-01T00:00Z")
 HOURLY = Cron.parse("0 * * * *", "UTC")

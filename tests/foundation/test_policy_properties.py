@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hypothesis import given, settings, strategies as st
 
 from trio_triggers import (
@@ -12,9 +14,11 @@ from trio_triggers import (
     catch_up_occurrences,
     due_occurrences,
 )
-from trio_triggers._declarations import CatchUp
 
 from ._util import MIN, H
+
+if TYPE_CHECKING:
+    from trio_triggers._declarations import CatchUp
 
 BASE = 1_772_900_000_000  # early March 2026, days before the US spring-forward
 CRONS = [

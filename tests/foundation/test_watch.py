@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
 import trio.testing
 
-from trio_triggers import Watched
 from trio_triggers._watch import Published, move_on_when
+
+if TYPE_CHECKING:
+    from trio_triggers import Watched
 
 
 async def test_wait_value_returns_at_once_when_it_already_holds() -> None:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 import trio.testing
-from trio.testing import MockClock
 
 from trio_triggers import LocalRunner, TriggerError, TrioWallClock
 from trio_triggers._local_runner import RunContext, open_local_runner
@@ -22,6 +20,11 @@ from trio_triggers._ownership import (
     open_sqlite_run_store,
 )
 from trio_triggers._scheduler import StartRequest
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from trio.testing import MockClock
 
 EPOCH = 1_780_000_000_000
 

@@ -7,11 +7,10 @@ meets a trigger that still looks held.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.testing
-from trio.testing import MockClock
 
 from trio_triggers import (
     ControlRunner,
@@ -26,6 +25,9 @@ from trio_triggers import (
     open_scheduler,
 )
 from trio_triggers._store import HistoryQuery
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
 
 EPOCH = 1_800_000_000_000
 

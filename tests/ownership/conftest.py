@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from trio_triggers._ownership import HEARTBEAT_STALE_AFTER_MS, RunStoreBase
 
 from .backends import BACKENDS, ManualClock
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trio_triggers._ownership import (
     Activated,
     Created,
@@ -13,7 +15,8 @@ from trio_triggers._ownership import (
     RunStoreBase,
 )
 
-from .backends import ManualClock
+if TYPE_CHECKING:
+    from .backends import ManualClock
 
 A = OwnerId(host_id="host-a", pid=101, nonce="owner-a")
 B = OwnerId(host_id="host-a", pid=202, nonce="owner-b")

@@ -65,4 +65,4 @@ class ScriptedStore:
 
     @property
     def as_store(self) -> RunStore:
-        return cast(RunStore, self)
+        return cast("RunStore", self)

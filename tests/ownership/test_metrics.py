@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 
 from trio_triggers import RunStoreError
-from trio_triggers._ownership import RunStoreBase
 from trio_triggers._ownership._base import outcome_tag
 
-from .backends import ManualClock
 from .helpers import PENDING, A, B, created, ev, running
+
+if TYPE_CHECKING:
+    from trio_triggers._ownership import RunStoreBase
+
+    from .backends import ManualClock
 
 
 def test_outcome_tags() -> None:

@@ -6,8 +6,7 @@ The ``store`` fixture is parametrized over ``backends.BACKENDS``; the clock is a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
@@ -47,8 +46,12 @@ from trio_triggers._ownership import (
     probe_from_check,
 )
 
-from .backends import ManualClock
 from .helpers import PENDING, A, B, C, created, dump, ev, running, running_snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .backends import ManualClock
 
 # --- create / get ----------------------------------------------------------------------------
 

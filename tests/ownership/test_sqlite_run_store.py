@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -28,6 +28,9 @@ from trio_triggers._sqlite import SqliteDatabase
 
 from .backends import ManualClock
 from .helpers import A, B, C, created, running
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def raw(path: Path) -> sqlite3.Connection:

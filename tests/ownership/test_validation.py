@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
@@ -19,8 +19,10 @@ from trio_triggers._ownership import (
     TransitionGuard,
 )
 
-from .backends import ManualClock
 from .helpers import PENDING, A, B, created, dump, ev, running, running_snapshot
+
+if TYPE_CHECKING:
+    from .backends import ManualClock
 
 S0 = running_snapshot(A, 0)
 LONG = "x" * 2_000

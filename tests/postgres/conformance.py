@@ -15,20 +15,21 @@ decoding examples are about.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tests.pg_support import fresh_schema
-from trio_triggers import WallClock
-from trio_triggers._ownership import RunStoreBase
-from trio_triggers.postgres._database import Connection
 from trio_triggers.postgres._run_store import open_postgres_run_store
 from trio_triggers.postgres._trigger_store import PostgresTriggerStore, open_postgres_trigger_store
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
     from tests.store.backends import Dump, Opened
+    from trio_triggers import WallClock
+    from trio_triggers._ownership import RunStoreBase
     from trio_triggers._store import TriggerStore
+    from trio_triggers.postgres._database import Connection
 
 __all__ = ["PostgresBackdoor", "open_postgres_trigger_backend", "postgres_run_backend"]
 

@@ -10,9 +10,8 @@ this is a real-time test of real processes.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -23,6 +22,9 @@ from trio_triggers._scheduler import SchedulerOptions, open_scheduler
 from trio_triggers._sqlite import SqliteDatabase
 from trio_triggers._store import SqliteTriggerStore, TriggerStore
 from trio_triggers.postgres import is_postgres_dsn, open_postgres_stores
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 FLOW_SECONDS = 0.1
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -28,6 +27,9 @@ from trio_triggers.postgres import (
     open_postgres_stores,
     open_postgres_trigger_store,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 OPTIONS = {"poll_interval": 0.5, "run_poll_interval": 0.1, "concurrency": 8, "start_timeout": 10}
 

@@ -35,10 +35,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -50,6 +49,9 @@ from trio_triggers._declarations import Trigger
 from trio_triggers._identities import idempotency_key, reservation_occurrence
 from trio_triggers._store import TriggerStore, open_sqlite_trigger_store
 from trio_triggers.postgres import open_postgres_trigger_store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRIGGERS = 20

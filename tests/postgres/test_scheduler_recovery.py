@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import pendulum
 import psycopg
@@ -32,6 +32,9 @@ from trio_triggers._scheduler import (
 )
 from trio_triggers.postgres import PostgresTriggerStore, open_postgres_trigger_store
 from trio_triggers.testing import AutojumpGuardExecutor
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
 
 pytestmark = pytest.mark.postgres
 

@@ -31,10 +31,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -44,6 +43,9 @@ from tests.pg_support import fresh_schema
 from trio_triggers import SystemWallClock, Trigger, open_sqlite_trigger_store
 from trio_triggers._identities import is_reservation
 from trio_triggers.postgres import open_postgres_trigger_store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRIGGERS = 20

@@ -3,6 +3,8 @@ row locks, lost connections, server-side bounds, concurrent opening."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 import psycopg.errors
 import pytest
@@ -19,7 +21,9 @@ from trio_triggers.postgres import (
     open_postgres_stores,
     open_postgres_trigger_store,
 )
-from trio_triggers.postgres._database import Connection
+
+if TYPE_CHECKING:
+    from trio_triggers.postgres._database import Connection
 
 pytestmark = pytest.mark.postgres
 

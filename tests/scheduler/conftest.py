@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from trio_triggers import _instrument
-from trio_triggers._store._protocol import TriggerStore
 
 from .harness import RecordingStore, ScriptedRunner, Sim
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    from trio_triggers._store._protocol import TriggerStore
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -6,7 +6,7 @@ Private to these tests; ``trio_triggers.testing`` has the public equivalents.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.testing
@@ -14,7 +14,6 @@ import trio.testing
 from trio_triggers._clock import TrioWallClock
 from trio_triggers._declarations import RegisteredTrigger, Trigger
 from trio_triggers._errors import TriggerError
-from trio_triggers._scheduler import RunState, Scheduler, StartRequest
 from trio_triggers._store._models import (
     Claim,
     Held,
@@ -25,8 +24,11 @@ from trio_triggers._store._models import (
     Result,
     SchedulerHeartbeat,
 )
-from trio_triggers._store._protocol import TriggerStore
 from trio_triggers._wake import notify_registered
+
+if TYPE_CHECKING:
+    from trio_triggers._scheduler import RunState, Scheduler, StartRequest
+    from trio_triggers._store._protocol import TriggerStore
 
 H = 3_600_000
 MIN = 60_000

@@ -8,12 +8,10 @@ the scheduler takes the indexed path, and count the store calls a tick makes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.testing
-from trio.testing import MockClock
 
 from trio_triggers._errors import TriggerError
 from trio_triggers._scheduler import SchedulerOptions, open_scheduler
@@ -21,6 +19,11 @@ from trio_triggers._scheduler._core import TAKE_HOLD_MS
 from trio_triggers._store import MemoryTriggerStore
 
 from .harness import MIN, H, ScriptedRunner, Sim, hourly, key, ledger
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from trio.testing import MockClock
 
 STORE_METHODS = (
     "list",

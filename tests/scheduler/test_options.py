@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from trio.testing import MockClock
 
 from trio_triggers._errors import TriggerError
 from trio_triggers._scheduler import NoopRunner, SchedulerOptions, open_scheduler
@@ -16,6 +15,9 @@ from trio_triggers._scheduler._options import validate_options
 from trio_triggers._store import MemoryTriggerStore
 
 from .harness import Sim
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
 
 
 def test_defaults() -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
-from trio.testing import MockClock
 
 from trio_triggers._declarations import Trigger
 from trio_triggers._errors import TriggerError
@@ -14,6 +13,9 @@ from trio_triggers._scheduler import fires, summaries
 from trio_triggers._store._models import Fire, HistoryQuery, Listed, Result
 
 from .harness import H, RecordingStore, Sim, UnavailableStore, const
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
 
 HOURLY = Trigger(
     id="hourly",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -26,6 +26,9 @@ from trio_triggers._scheduler import (
     StartRequest,
     TerminalReceipt,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 REQUEST = StartRequest("flow", {"a": 1}, "hourly:1970-01-01T01:00:00.000Z")
 ENVELOPE = {"steps": ["x"]}

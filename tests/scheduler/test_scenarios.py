@@ -8,18 +8,20 @@ store, and the wake-on-deadline loop.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 import trio.testing
-from trio.testing import MockClock
 
 from trio_triggers import _wake
 from trio_triggers._identities import idempotency_key
 from trio_triggers._scheduler import SchedulerOptions, notify_registered, open_scheduler
 
 from .harness import MIN, H, RecordingStore, ScriptedRunner, Sim, hourly, key, ledger, seed_fired
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
 
 ABANDONED = "A trigger abandoned catch-up work beyond its bound"
 

@@ -8,13 +8,12 @@ recording wrapper, so the inner store only serves what is not overridden.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
 import trio
 import trio.testing
-from trio.testing import MockClock
 
 from trio_triggers._constants import MAX_SAFE_INTEGER
 from trio_triggers._errors import TriggerError
@@ -42,6 +41,9 @@ from .harness import (
     seed_fired,
     store_error,
 )
+
+if TYPE_CHECKING:
+    from trio.testing import MockClock
 
 HOUR_S = 3600
 

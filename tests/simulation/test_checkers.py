@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-import trio.testing
 
 from trio_triggers import Claim, Held, OwnerId, PendingClaim, Result, TriggerError
 from trio_triggers._ownership._models import (
@@ -33,6 +31,11 @@ from trio_triggers.testing.pytest_plugin import (  # the fixtures, as a plugin u
     quiet_trigger_logs,  # noqa: F401
     simulate_seed,  # noqa: F401
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import trio.testing
 
 NOW = 10_000_000
 R5 = "trigger-reservation:t:aaaa:5"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
@@ -18,6 +18,9 @@ from trio_triggers.testing import (
     simulate,
     simulate_async,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.fixture(autouse=True)

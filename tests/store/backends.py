@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -34,6 +32,10 @@ from tests.postgres.conformance import open_postgres_trigger_backend
 from trio_triggers import ThreadExecutor, WallClock
 from trio_triggers._store import MemoryTriggerStore, SqliteTriggerStore, TriggerStore
 from trio_triggers._store._sqlite_store import open_sqlite_trigger_store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
 __all__ = [
     "BACKENDS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,7 +13,8 @@ from trio_triggers._constants import RESERVATION_LEASE_MS
 from trio_triggers._declarations import RegisteredTrigger, Trigger
 from trio_triggers._store import Claim, FireRecord, Held, Result, TriggerStore
 
-from .backends import Backdoor, Backend, ManualClock, Opened
+if TYPE_CHECKING:
+    from .backends import Backdoor, Backend, ManualClock, Opened
 
 LEASE = RESERVATION_LEASE_MS
 

@@ -4,10 +4,8 @@ and the durable-state invariants of §20.1 hold after every call."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
 import trio
 from hypothesis import given, settings, strategies as st
 
@@ -16,6 +14,11 @@ from trio_triggers._store import HistoryQuery, Result
 
 from .backends import BACKENDS, Dump, ManualClock, Opened, normalize
 from .helpers import LEASE, declaration
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
 
 TRIGGERS = ("a", "b")
 _OCC = st.integers(min_value=1, max_value=5)

@@ -9,9 +9,7 @@ durable state, plus, where the store batches, that a batch was in fact formed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -24,6 +22,10 @@ from trio_triggers.testing import AutojumpGuardExecutor
 
 from .backends import ManualClock
 from .helpers import Env, declaration, raises
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+    from pathlib import Path
 
 
 def batch_sizes(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[int] | None:

@@ -27,12 +27,10 @@ conformance tests (``tests/ownership``) run against every store a backend regist
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from typing import Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 import msgspec
 
-from .._clock import WallClock
 from .._errors import RunStoreError
 from .._migrations import Migration, MigrationError, owns_run_migration
 from ._base import RunStoreBase
@@ -40,6 +38,11 @@ from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
 from ._decide import Decision
 from ._models import Created, Existing, RunRow
 from ._owner import HEARTBEAT_STALE_AFTER_MS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Sequence
+
+    from .._clock import WallClock
 
 __all__ = [
     "COLUMNS",

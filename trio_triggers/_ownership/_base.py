@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -34,7 +33,6 @@ from ._decide import (
     recover_admitted,
     steal_admitted,
 )
-from ._liveness import LivenessEvidence
 from ._models import (
     RUN_STATUSES,
     TERMINAL_STATUSES,
@@ -78,6 +76,11 @@ from ._validate import (
     check_snapshot,
     check_to_status,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Collection, Sequence
+
+    from ._liveness import LivenessEvidence
 
 __all__ = [
     "RUN_CLAIMS",

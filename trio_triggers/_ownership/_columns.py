@@ -6,8 +6,7 @@ row that breaks a column rule or a row invariant raises ``RunStoreError("decode_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -19,6 +18,9 @@ from ._models import (
     RunRow,
 )
 from ._owner import MAX_INSTANT, OwnerId, owner_problem
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["COLUMNS", "SELECT_LIST", "decode_row", "encode_ack", "row_columns"]
 

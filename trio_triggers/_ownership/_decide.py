@@ -14,7 +14,7 @@ value for tests; staleness is strict everywhere: ``h`` is stale at ``now`` iff
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import msgspec
 
@@ -50,7 +50,9 @@ from ._models import (
     TransitionGuard,
     Updated,
 )
-from ._owner import OwnerId
+
+if TYPE_CHECKING:
+    from ._owner import OwnerId
 
 __all__ = [
     "Decision",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from .._clock import WallClock
 from .._errors import RunStoreError
 from ._base import RunStoreBase
 from ._decide import Decision, is_claimable
-from ._models import Created, Existing, RunRow
 from ._owner import HEARTBEAT_STALE_AFTER_MS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+    from .._clock import WallClock
+    from ._models import Created, Existing, RunRow
 
 __all__ = ["MemoryRunStore"]
 

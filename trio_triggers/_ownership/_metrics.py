@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .. import _instrument
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["add_counter"]
 

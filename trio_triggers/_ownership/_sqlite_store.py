@@ -15,13 +15,10 @@ store are named ``runs_*`` and never collide with the trigger store's.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from .._clock import WallClock
 from .._errors import RunStoreError
-from .._executor import Executor
 from .._migrations import Migration, owns_run_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
 from ._backend import (
@@ -37,6 +34,12 @@ from ._backend import (
     insert_values,
     run_sql,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Collection
+
+    from .._clock import WallClock
+    from .._executor import Executor
 
 __all__ = ["RUN_MIGRATIONS", "SqliteRunStore", "open_sqlite_run_store", "owns_run_migration"]
 

@@ -10,15 +10,18 @@ awaiting approval it simply offers the same request again, with pauses doubling 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 import trio
 
 from .._constants import CANCEL_KEY_PREFIX
 from .._errors import TriggerError
-from ._runner import RunState, StartRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._runner import RunState, StartRequest
 
 __all__ = [
     "CANCEL_KEY_PREFIX",

@@ -19,9 +19,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import trio
 
@@ -29,18 +28,22 @@ from .. import _instrument as instrument, _wake
 from .._clock import SystemWallClock, WallClock
 from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron
-from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import due_occurrences
-from .._store._attention import DueRow
 from .._store._models import Claim, Held, Listed, Result
 from .._store._protocol import AttentionStore, TriggerStore
 from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
 from ._runner import RUN_STATES, RunEndSignal, Runner, RunState, StartRequest
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from .._declarations import RegisteredTrigger, Trigger
+    from .._store._attention import DueRow
 
 __all__ = ["PRUNE_INTERVAL_MS", "Scheduler", "end_result", "open_scheduler"]
 

@@ -8,9 +8,12 @@ default, :data:`NO_HOOK`, only calls through.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from .._declarations import RegisteredTrigger
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._declarations import RegisteredTrigger
 
 __all__ = ["NO_HOOK", "SchedulerHook"]
 

@@ -8,17 +8,19 @@ trigger's active run.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .. import _instrument as instrument
-from .._clock import WallClock
 from .._constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._identities import is_reservation
 from .._policies import next_occurrences
 from .._store._models import HistoryPage, HistoryQuery
-from .._store._protocol import TriggerStore
+
+if TYPE_CHECKING:
+    from .._clock import WallClock
+    from .._store._protocol import TriggerStore
 
 __all__ = ["TriggerSummary", "fires", "next_occurrences", "summaries"]
 

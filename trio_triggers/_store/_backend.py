@@ -40,9 +40,8 @@ new backend adds itself there and passes them all.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._attention import UNKNOWN
 from ._codec import (
@@ -70,9 +69,13 @@ from ._decision import (
 )
 from ._engine import EngineStore
 from ._group_commit import BatchItemFailed, run_bodies
-from ._models import HistoryQuery
 from ._protocol import CLOCK_METHODS, READ_ONLY_METHODS, Method
 from ._sql import Statement, TriggerSql, trigger_sql
+
+if TYPE_CHECKING:
+    import builtins
+
+    from ._models import HistoryQuery
 
 __all__ = [
     "ATTENTION_COLUMNS",

@@ -9,12 +9,9 @@ unchanged. (The attention index's bodies and the refresh that follows every writ
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._cron import Cron
-from .._declarations import RegisteredTrigger
 from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
 from ._codec import (
@@ -63,6 +60,10 @@ from ._models import (
 )
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Sequence
+
+    from .._declarations import RegisteredTrigger
     from ._backend import StoreTx
 
 __all__ = [

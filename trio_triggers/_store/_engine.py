@@ -8,17 +8,12 @@ what it must implement, is :mod:`._backend`.
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._clock import WallClock
 from .._constants import is_safe_integer
 from .._cron import Cron
-from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._wake import notify_registered
-from ._attention import DueRow
 from ._bodies import (
     body_active_occurrence,
     body_active_run,
@@ -54,6 +49,12 @@ from ._models import (
 from ._protocol import CLOCK_METHODS, Method
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Callable, Iterable, Sequence
+
+    from .._clock import WallClock
+    from .._declarations import RegisteredTrigger, Trigger
+    from ._attention import DueRow
     from ._backend import Body, Hint, StoreTx
 
 __all__ = ["EngineStore"]

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -18,6 +16,9 @@ from ._index import Attending, refresh
 from ._protocol import CLOCK_METHODS, Method
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Sequence
+
     from ._backend import Body, Hint, StoreTx
     from ._engine import EngineStore
 

@@ -8,17 +8,18 @@ instant :func:`._attention.attention_at` computes from its columns. The index re
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ._attention import UNKNOWN, AttentionInputs, DueRow, attention_at
 from ._codec import ATTENTION_AT, REGISTERED_AT, EncodedTrigger, due_row, is_int
-from ._decision import TriggerWrite
-from ._models import HistoryQuery
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Callable, Iterable, Sequence
+
     from ._backend import RawAttention, RawDue, RawFireRecord, RawState, RawTrigger, StoreTx
+    from ._decision import TriggerWrite
+    from ._models import HistoryQuery
 
 __all__ = ["Attending", "attending", "body_due", "body_holding", "body_next_attention", "refresh"]
 

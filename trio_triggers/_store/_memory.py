@@ -12,11 +12,10 @@ a rolled-back SQL transaction.
 
 from __future__ import annotations
 
-import builtins
 import functools
 import heapq
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -47,7 +46,11 @@ from ._backend import (
     failure_for,
     is_prunable,
 )
-from ._models import HistoryQuery
+
+if TYPE_CHECKING:
+    import builtins
+
+    from ._models import HistoryQuery
 
 __all__ = ["MemoryTriggerStore"]
 

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import builtins
-from typing import Final, Literal, Protocol, get_args, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, get_args, runtime_checkable
 
-from .._declarations import RegisteredTrigger, Trigger
-from ._attention import DueRow
-from ._models import (
-    Claim,
-    Held,
-    HistoryPage,
-    HistoryQuery,
-    Listed,
-    PendingClaim,
-    Result,
-    SchedulerHeartbeat,
-)
+if TYPE_CHECKING:
+    import builtins
+
+    from .._declarations import RegisteredTrigger, Trigger
+    from ._attention import DueRow
+    from ._models import (
+        Claim,
+        Held,
+        HistoryPage,
+        HistoryQuery,
+        Listed,
+        PendingClaim,
+        Result,
+        SchedulerHeartbeat,
+    )
 
 __all__ = [
     "ATTENTION_STORE_METHODS",

@@ -11,8 +11,7 @@ neighbouring writes merge into one statement, is decided here too (:func:`statem
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
@@ -29,7 +28,11 @@ from ._decision import (
     TriggerWrite,
     WriteFire,
 )
-from ._models import HistoryQuery
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from ._models import HistoryQuery
 
 __all__ = [
     "Statement",

@@ -9,15 +9,12 @@ here, each as one statement.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
-from .._executor import Executor
 from .._migrations import Migration, MigrationError, owns_trigger_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase
 from ._backend import (
@@ -33,6 +30,10 @@ from ._backend import (
 )
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from .._executor import Executor
     from ._backend import (
         Body,
         EncodedTrigger,

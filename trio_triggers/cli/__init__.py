@@ -12,9 +12,12 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ._config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["build_parser", "load_config", "main"]
 

@@ -7,15 +7,13 @@ so a bad config or a bad flag exits with status 2 and writes nothing.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import signal
 import sys
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -35,6 +33,10 @@ from ._config import LoadedConfig, default_db_for, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
 from ._time import format_local, parse_duration, relative
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Awaitable, Callable
 
 __all__ = ["CliError", "dispatch"]
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import re
 import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from .._declarations import Trigger
 from .._errors import TriggerError
+
+if TYPE_CHECKING:
+    import os
 
 __all__ = [
     "DEFAULT_DB_NAME",

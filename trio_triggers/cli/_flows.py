@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 
-from .._local_runner import RunContext
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .._local_runner import RunContext
 
 __all__ = ["CommandFailed", "CommandFlow"]
 

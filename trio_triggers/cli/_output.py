@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "format_instant",

@@ -30,8 +30,7 @@ it. PostgreSQL DDL is transactional, so a migration that fails leaves nothing be
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 import psycopg.conninfo
@@ -41,6 +40,9 @@ from psycopg.rows import TupleRow
 
 from .._executor import Executor, ThreadExecutor
 from .._migrations import Migration, MigrationDialect, apply_migrations
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "DEFAULT_POOL_SIZE",

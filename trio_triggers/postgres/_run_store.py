@@ -17,16 +17,13 @@ pooled connection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 import psycopg.errors
 
-from .._clock import WallClock
 from .._errors import RunStoreError
-from .._executor import Executor
 from .._ownership._backend import (
     HEARTBEAT_STALE_AFTER_MS,
     Created,
@@ -42,6 +39,12 @@ from .._ownership._backend import (
 )
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import RUN_MIGRATIONS
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Collection
+
+    from .._clock import WallClock
+    from .._executor import Executor
 
 __all__ = ["PostgresRunStore", "open_postgres_run_store"]
 

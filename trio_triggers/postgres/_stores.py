@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .._clock import WallClock
 from .._ownership._backend import HEARTBEAT_STALE_AFTER_MS
 from ._database import DEFAULT_POOL_SIZE
 from ._run_store import PostgresRunStore, open_postgres_run_store
 from ._trigger_store import PostgresTriggerStore, open_postgres_trigger_store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .._clock import WallClock
 
 __all__ = ["PostgresStores", "open_postgres_stores"]
 

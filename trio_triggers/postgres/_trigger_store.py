@@ -15,17 +15,13 @@ no claim reads). Read-only methods take no locks (READ COMMITTED: one consistent
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
-from psycopg.rows import TupleRow
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
-from .._executor import Executor
 from .._store._backend import (
     READ_ONLY_METHODS,
     BatchItemFailed,
@@ -39,6 +35,12 @@ from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutS
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
 if TYPE_CHECKING:
+    import builtins
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from psycopg.rows import TupleRow
+
+    from .._executor import Executor
     from .._store._backend import (
         Body,
         EncodedTrigger,

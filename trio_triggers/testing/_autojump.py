@@ -12,12 +12,14 @@ idle.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
-import trio.testing
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-from .._executor import Executor
+    import trio.testing
+
+    from .._executor import Executor
 
 __all__ = ["AutojumpGuardExecutor"]
 

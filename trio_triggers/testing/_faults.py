@@ -20,60 +20,63 @@ the contract allows.)
 
 from __future__ import annotations
 
-import builtins
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 import trio
 
-from .._declarations import RegisteredTrigger, Trigger
 from .._errors import RunStoreError, TriggerError
-from .._ownership._models import (
-    Abandoned,
-    Activated,
-    AlreadyClaimed,
-    AlreadyRequested,
-    CancelRequested,
-    ClaimAndOwnOutcome,
-    ClaimChanged,
-    Claimed,
-    ClaimFresh,
-    ClaimLost,
-    Created,
-    Existing,
-    FenceLost,
-    GuardFailed,
-    HeartbeatFresh,
-    LivenessUnconfirmed,
-    NotFound,
-    Recovered,
-    RunRow,
-    RunStatus,
-    RunStore,
-    SnapshotChanged,
-    Snapshotish,
-    StealOutcome,
-    Terminal,
-    Transitioned,
-    TransitionGuard,
-    Updated,
-)
-from .._ownership._owner import OwnerId
-from .._store._attention import DueRow
-from .._store._models import (
-    Claim,
-    Held,
-    HistoryPage,
-    HistoryQuery,
-    Listed,
-    PendingClaim,
-    Result,
-    SchedulerHeartbeat,
-)
 from .._store._protocol import NO_TRIGGER_WRITE_METHODS, TriggerStore
 from .._wake import notify_registered
+
+if TYPE_CHECKING:
+    import builtins
+
+    from .._declarations import RegisteredTrigger, Trigger
+    from .._ownership._models import (
+        Abandoned,
+        Activated,
+        AlreadyClaimed,
+        AlreadyRequested,
+        CancelRequested,
+        ClaimAndOwnOutcome,
+        ClaimChanged,
+        Claimed,
+        ClaimFresh,
+        ClaimLost,
+        Created,
+        Existing,
+        FenceLost,
+        GuardFailed,
+        HeartbeatFresh,
+        LivenessUnconfirmed,
+        NotFound,
+        Recovered,
+        RunRow,
+        RunStatus,
+        RunStore,
+        SnapshotChanged,
+        Snapshotish,
+        StealOutcome,
+        Terminal,
+        Transitioned,
+        TransitionGuard,
+        Updated,
+    )
+    from .._ownership._owner import OwnerId
+    from .._store._attention import DueRow
+    from .._store._models import (
+        Claim,
+        Held,
+        HistoryPage,
+        HistoryQuery,
+        Listed,
+        PendingClaim,
+        Result,
+        SchedulerHeartbeat,
+    )
 
 __all__ = [
     "TRIGGER_STORE_READS",

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from .._clock import WallClock
 from .._errors import LeaseLost, RunStoreError, TriggerError
-from .._ownership._lease import Lease
 from .._ownership._liveness import LivenessEvidence
 from .._ownership._memory import MemoryRunStore
 from .._ownership._models import Activated, Created, RunRow
@@ -30,9 +28,13 @@ from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS, OwnerId
 from ._faults import Fault, FaultyRunStore, StoreCall
 from ._run_checks import RunGrants, check_run_transition
 from ._runner import RunPlan, RunState, StartRequestLike
-from ._sim_draws import Draws
-from ._sim_plant import LeaseHolder
-from ._sim_trace import Trace
+
+if TYPE_CHECKING:
+    from .._clock import WallClock
+    from .._ownership._lease import Lease
+    from ._sim_draws import Draws
+    from ._sim_plant import LeaseHolder
+    from ._sim_trace import Trace
 
 __all__ = ["OwnedRunner"]
 

@@ -10,14 +10,16 @@ lost) and T14 (history pages are consistent). What they compare with is what the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._constants import RESERVATION_LEASE_MS
 from .._identities import is_reservation, reservation_occurrence
 from .._store._models import HistoryQuery
-from ._faults import FaultyTriggerStore
 from ._invariants import StoreState, TriggerRow, unfinished
-from ._sim_observe import StoreObserver
+
+if TYPE_CHECKING:
+    from ._faults import FaultyTriggerStore
+    from ._sim_observe import StoreObserver
 
 __all__ = ["check_ticking", "final_checks"]
 

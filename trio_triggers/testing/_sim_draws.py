@@ -9,12 +9,10 @@ from then on nothing draws a fault, a crash, an edit or a jump.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 import random
-from collections.abc import Iterator
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 import trio
@@ -22,6 +20,10 @@ import trio
 from .._declarations import CatchUp, Overlap, Trigger
 from ._faults import TRIGGER_STORE_READS, Fault, FaultKind
 from ._runner import RunPlan, StartRequestLike
+
+if TYPE_CHECKING:
+    import collections
+    from collections.abc import Iterator
 
 __all__ = ["DAY_S", "Draws", "H", "SimConfig", "SimWallClock", "seeded_trio_scheduler"]
 

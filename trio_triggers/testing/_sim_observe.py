@@ -11,19 +11,14 @@ given, and :class:`SerialTicks` is the scheduler hook that checks T26.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import trio
 
 from .._cron import Cron
-from .._declarations import RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._identities import idempotency_key, is_reservation, reservation_occurrence
-from .._scheduler._core import Scheduler
 from .._scheduler._hook import SchedulerHook
-from .._scheduler._options import SchedulerOptions
-from .._store._models import Result
 from ._faults import TRIGGER_STORE_READS, StoreCall
 from ._invariants import (
     Grants,
@@ -33,10 +28,18 @@ from ._invariants import (
     claim_view,
     unfinished,
 )
-from ._runner import RunState, StartRequestLike
-from ._sim_draws import SimConfig, SimWallClock
-from ._sim_trace import Trace
-from ._snapshots import AttentionReader
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._declarations import RegisteredTrigger, Trigger
+    from .._scheduler._core import Scheduler
+    from .._scheduler._options import SchedulerOptions
+    from .._store._models import Result
+    from ._runner import RunState, StartRequestLike
+    from ._sim_draws import SimConfig, SimWallClock
+    from ._sim_trace import Trace
+    from ._snapshots import AttentionReader
 
 __all__ = [
     "CallerState",

@@ -13,23 +13,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from .._clock import WallClock
-from .._declarations import RegisteredTrigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, reservation_occurrence
 from .._ownership._lease import hold_lease
 from .._ownership._models import Updated
-from .._ownership._owner import OwnerId
-from .._scheduler._core import Scheduler
 from .._scheduler._hook import NO_HOOK, SchedulerHook
 from .._store._memory import MemoryTriggerStore
-from .._store._models import Result
-from .._store._protocol import TriggerStore
-from ._faults import FaultyRunStore
+
+if TYPE_CHECKING:
+    from .._clock import WallClock
+    from .._declarations import RegisteredTrigger
+    from .._ownership._owner import OwnerId
+    from .._scheduler._core import Scheduler
+    from .._store._models import Result
+    from .._store._protocol import TriggerStore
+    from ._faults import FaultyRunStore
 
 __all__ = [
     "PLANTED_BUGS",

@@ -13,12 +13,14 @@ import collections
 import hashlib
 import math
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._clock import WallClock
 from ._invariants import Violation
+
+if TYPE_CHECKING:
+    from .._clock import WallClock
 
 __all__ = ["Trace"]
 

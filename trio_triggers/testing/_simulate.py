@@ -38,19 +38,16 @@ import hashlib
 import math
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 import trio.testing
 
 from .._clock import TrioWallClock
-from .._declarations import RegisteredTrigger, Trigger
 from .._scheduler._core import open_scheduler
 from .._scheduler._options import SchedulerOptions
 from .._store._memory import MemoryTriggerStore
-from .._store._models import Result
-from .._store._protocol import TriggerStore
 from .._store._sqlite_store import open_sqlite_trigger_store
 from ._faults import Fault, FaultyTriggerStore, IndexedFaultyTriggerStore, StoreCall
 from ._invariants import CATALOGUE, InvariantViolation, SimulationViolation, StoreState, Violation
@@ -77,6 +74,11 @@ from ._sim_plant import (
 )
 from ._sim_trace import Trace
 from ._snapshots import MemorySnapshotter, memory_attention, sqlite_attention, sqlite_snapshot
+
+if TYPE_CHECKING:
+    from .._declarations import RegisteredTrigger, Trigger
+    from .._store._models import Result
+    from .._store._protocol import TriggerStore
 
 __all__ = ["SimConfig", "SimReport", "simulate", "simulate_async"]
 

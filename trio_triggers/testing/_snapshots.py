@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._store._memory import MemoryTriggerStore
-from .._store._protocol import TriggerStore
 from ._invariants import LedgerRow, StoreState, TriggerRow
+
+if TYPE_CHECKING:
+    from .._store._protocol import TriggerStore
 
 __all__ = [
     "AttentionReader",

@@ -15,14 +15,16 @@ Options: ``--sim-seeds N`` (default 0 = the test's own seeds) is available to te
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
 
 from ._invariants import SimulationViolation
 from ._simulate import SimConfig, SimReport, simulate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = ["pytest_addoption", "quiet_trigger_logs", "simulate_seed"]
 
