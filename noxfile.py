@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -69,3 +71,21 @@ def simulate(session: nox.Session) -> None:
     """Long deterministic simulations: nox -s simulate -- --seeds N --days D."""
     session.install("-e", ".")
     session.run("python", "-m", "trio_triggers.testing", *session.posargs)
+
+
+@nox.session
+def simulate_long(session: nox.Session) -> None:
+    """The long seed sets of docs/simulation.md: 2 000 memory and 200 SQLite worlds of 30
+    simulated days, on every core (hours on two cores; the summary lines come at the end)."""
+    session.install("-e", ".")
+    jobs = str(os.cpu_count() or 1)
+    common = ("python", "-m", "trio_triggers.testing", "--days", "30", "--jobs", jobs)
+    session.run(*common, "--seeds", "2000", *session.posargs)
+    session.run(*common, "--seeds", "200", "--store", "sqlite", *session.posargs)
+
+
+@nox.session
+def simulate_planted(session: nox.Session) -> None:
+    """Each planted bug's catch rate over 20 seeds of its world, with and without the bug."""
+    session.install("-e", ".")
+    session.run("python", "-m", "trio_triggers.testing", "--planted", *session.posargs)

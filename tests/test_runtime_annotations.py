@@ -13,12 +13,14 @@ import importlib
 import inspect
 import pkgutil
 import typing
-from types import ModuleType
 
 import msgspec
 import pytest
 
 import trio_triggers
+
+if typing.TYPE_CHECKING:
+    from types import ModuleType
 
 
 def _modules() -> list[ModuleType]:

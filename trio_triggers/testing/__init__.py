@@ -23,11 +23,15 @@ from ._invariants import CATALOGUE, InvariantInfo, SimulationViolation, Violatio
 from ._noop import NoopTriggerStore, ScriptedRunStore
 from ._runner import RunPlan, ScriptedRunner
 from ._sim_plant import PLANTED_BUGS
+from ._sim_worlds import CATCH_AT_LEAST, CATCH_SEEDS, PLANTED_WORLDS, PlantedWorld
 from ._simulate import SimConfig, SimReport, simulate, simulate_async
 
 __all__ = [
     "CATALOGUE",
+    "CATCH_AT_LEAST",
+    "CATCH_SEEDS",
     "PLANTED_BUGS",
+    "PLANTED_WORLDS",
     "AutojumpGuardExecutor",
     "Blocker",
     "CallObserver",
@@ -38,6 +42,7 @@ __all__ = [
     "InjectedFault",
     "InvariantInfo",
     "NoopTriggerStore",
+    "PlantedWorld",
     "RunPlan",
     "ScriptedRunStore",
     "ScriptedRunner",

@@ -62,9 +62,18 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     schedulers: int = 2
     triggers: int = 3
     store_fault_rate: float = 0.01
+    #: ``False``: a drawn store hang is a slow call instead (a world that must keep its only
+    #: scheduler moving, to expose a planted bug, rather than wait out a hung call).
+    store_hangs: bool = True
+    #: Seconds every scheduler store call takes (0: instant); with ``edit_on_boundaries`` the
+    #: edits then land inside a tick, between its reads and its claims.
+    store_latency: float = 0.0
     runner_fault_rate: float = 0.02
     crashes_per_day: float = 1.0
     crash_on_call_rate: float = 0.0005
+    #: The chance that a scheduler crashes right after a claim granted it a reservation
+    #: (before it launches): the world where a released reservation's predecessor matters.
+    crash_after_reserve_rate: float = 0.0
     edits_per_day: float = 2.0
     jumps_per_day: float = 0.5
     poll_interval: float = 3600.0
@@ -183,7 +192,7 @@ class Draws:
             kind = "fail_before"
         elif r < 0.8:
             kind = "fail_after" if method not in TRIGGER_STORE_READS else "fail_before"
-        elif r < 0.97:
+        elif r < 0.97 or not self.config.store_hangs:
             kind = "slow"
             delay = rng.uniform(0.05, 60.0)
         else:
@@ -194,6 +203,16 @@ class Draws:
     def crash_after_call(self) -> bool:
         """Whether a scheduler crashes right after one of its store calls returned."""
         return not self.quiet and self.rng.random() < self.config.crash_on_call_rate
+
+    def crash_after_reserve(self, method: str, answer: object) -> bool:
+        """Whether a scheduler crashes right after a claim granted it a reservation."""
+        rate = self.config.crash_after_reserve_rate
+        if rate <= 0 or self.quiet or method not in ("claim_fire", "claim_pending"):
+            return False
+        claim = getattr(answer, "claim", answer)
+        if getattr(claim, "reservation_id", None) is None:
+            return False
+        return self.rng.random() < rate
 
     def triggers(self) -> list[Trigger]:
         """The world's declarations (``config.declarations``, or drawn); the *audited* ones

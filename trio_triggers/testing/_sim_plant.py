@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._cron import Cron
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, reservation_occurrence
 from .._ownership._lease import hold_lease
@@ -52,6 +53,8 @@ PLANTED_BUGS: Final = frozenset(
         "ignore_heartbeat_failures",
         "attention_not_moved",
         "stale_ledger_under_lock",
+        "drop_predecessor",
+        "claim_past_failed_claim",
     }
 )
 
@@ -76,6 +79,8 @@ def plant_store_bugs(bugs: frozenset[str], store: TriggerStore) -> TriggerStore:
         inner = _StaleIndexStore(store)
     if "stale_ledger_under_lock" in bugs and isinstance(store, MemoryTriggerStore):
         inner = _StaleLedgerStore(store)
+    if "drop_predecessor" in bugs and isinstance(store, MemoryTriggerStore):
+        inner = _PredecessorDroppingStore(store)
     return inner
 
 
@@ -134,6 +139,43 @@ class _StaleLedgerStore(_WrappedStore):
 
 def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+class _PredecessorDroppingStore(_WrappedStore):
+    """Planted bug: a released reservation's recorded predecessor is restored only under
+    ``supersede`` (the contract's §10.2 step 3 read literally). After an edit away from
+    ``supersede`` the launched predecessor is dropped: the call that released the reservation
+    is followed by ``clear_active`` of the restored run. Memory store only."""
+
+    _inner: MemoryTriggerStore
+
+    async def _dropping(self, method: str, trigger_id: str, *args: Any, **kwargs: Any) -> Any:
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug reads the store's tables)
+        before = tables.triggers.get(trigger_id, {}).get("active_run_id")
+        answer = await getattr(self._inner, method)(trigger_id, *args, **kwargs)
+        row = tables.triggers.get(trigger_id)
+        if row is None or not is_reservation(_text_or_none(before)):
+            return answer
+        holder = _text_or_none(row.get("active_run_id"))
+        if holder is None or holder == before or is_reservation(holder):
+            return answer
+        current = await self._inner.get(trigger_id)
+        if current is not None and current.overlap != "supersede":
+            await self._inner.clear_active(trigger_id, holder)
+        return answer
+
+    async def claim_fire(self, trigger_id: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._dropping("claim_fire", trigger_id, *args, **kwargs)
+
+    async def claim_pending(self, trigger_id: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._dropping("claim_pending", trigger_id, *args, **kwargs)
+
+    async def active_run(self, trigger_id: str, *args: Any, **kwargs: Any) -> Any:
+        answer = await self._dropping("active_run", trigger_id, *args, **kwargs)
+        # The caller is told what holds the trigger now (nothing, once the bug dropped it).
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug reads the store's tables)
+        row = tables.triggers.get(trigger_id)
+        return answer if row is None or row.get("active_run_id") is not None else None
 
 
 class _StaleIndexStore(_WrappedStore):
@@ -197,9 +239,40 @@ class _SwallowingClaims(SchedulerHook):
                 raise
 
 
-def claim_hook(bugs: frozenset[str]) -> SchedulerHook:
-    """The scheduler hook the planted claim bug needs (:data:`NO_HOOK` without it)."""
-    return _SwallowingClaims() if "watermark_before_dispatch" in bugs else NO_HOOK
+class _ClaimingPastFailures(SchedulerHook):
+    """Planted bug ``claim_past_failed_claim``: after a failed claim the tick goes on to claim
+    the trigger's later due boundaries (the reference listing tick's way), so the shared fire
+    cursor passes a boundary that is still owed; then the failure is raised as usual."""
+
+    def __init__(self, clock: WallClock) -> None:
+        self._clock = clock
+
+    async def around_claim(
+        self,
+        claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
+        trigger: RegisteredTrigger,
+        occurrence: int,
+    ) -> None:
+        try:
+            await claim(trigger, occurrence)
+        except TriggerError as err:
+            if err.code == "revision_mismatch":
+                raise
+            cron = Cron.parse(trigger.cron, trigger.timezone)
+            later = cron.occurrences_between(occurrence, self._clock.now_ms(), limit=10)
+            for after in later:
+                with contextlib.suppress(TriggerError):
+                    await claim(trigger, after)
+            raise
+
+
+def claim_hook(bugs: frozenset[str], clock: WallClock) -> SchedulerHook:
+    """The scheduler hook a planted claim bug needs (:data:`NO_HOOK` without one)."""
+    if "watermark_before_dispatch" in bugs:
+        return _SwallowingClaims()
+    if "claim_past_failed_claim" in bugs:
+        return _ClaimingPastFailures(clock)
+    return NO_HOOK
 
 
 async def cancel_owned_runs(

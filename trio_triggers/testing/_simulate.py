@@ -162,6 +162,9 @@ class _World:
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
         """The trigger store's faults: drawn, and a failed claim remembered (for T20)."""
         fault = self.draws.store_fault(caller, method, args)
+        latency = self.config.store_latency
+        if fault is None and latency > 0 and caller.startswith("s"):
+            fault = Fault(kind="slow", delay=latency)
         if fault is not None and method == "claim_fire" and fault.kind in ("fail_before", "hang"):
             self.observer.note_failed_claim(caller, args[0], args[1])
         return fault
@@ -174,6 +177,12 @@ class _World:
         # A crash right after a store call returned (the caller never sees the answer used).
         if call.caller in self.scopes and self.draws.crash_after_call():
             self.crash(call.caller, f"after {call.method}")
+        elif (
+            call.caller in self.scopes
+            and call.error is None
+            and self.draws.crash_after_reserve(call.method, call.answer)
+        ):
+            self.crash(call.caller, f"after a reservation from {call.method}")
 
     def check_result(self, caller: str, cs: CallerState, result: Result) -> None:
         self.observer.check_result(caller, cs, result)
@@ -214,7 +223,12 @@ class _World:
                 # Land the edit in the same instant as the ticks of a boundary, so that it
                 # races the schedulers' listings and claims (stale revisions are then common).
                 now_ms = self.wall.now_ms()
-                wait = (H - now_ms % H) / 1000 + (0 if rng.random() < 0.5 else 0.001)
+                latency = self.config.store_latency
+                if latency > 0:
+                    offset = rng.random() * 4 * latency  # inside the tick's calls
+                else:
+                    offset = 0 if rng.random() < 0.5 else 0.001
+                wait = (H - now_ms % H) / 1000 + offset
             with trio.move_on_after(wait):
                 await self.draws.quiet_event.wait()
             now_t = trio.current_time()
@@ -279,7 +293,7 @@ class _World:
             self.callers[caller] = cs
             self.trace.event(f"START {caller}")
             self.trace.counts["scheduler_starts"] += 1
-            hook = SerialTicks(self.trace, caller, cs, claim_hook(self.bugs))
+            hook = SerialTicks(self.trace, caller, cs, claim_hook(self.bugs, self.wall))
             with trio.CancelScope() as scope:
                 self.scopes[caller] = scope
                 try:
