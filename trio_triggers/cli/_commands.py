@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import sys
+import urllib.parse
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +31,7 @@ from .._local_runner import FlowFn, RunContext, open_local_runner
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId, RunStore
 from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
-from ._config import LoadedConfig, default_db_for, load_config
+from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
 from ._time import format_local, parse_duration, relative
@@ -81,13 +83,75 @@ def _stale_after_ms(loaded: LoadedConfig | None) -> int:
     return max(1, round(loaded.config.runner.lease_stale_after * 1000))
 
 
-def _run_async(fn: Callable[[], Awaitable[int]]) -> int:
+def _run_async(fn: Callable[[], Awaitable[int]], db: str | None = None) -> int:
     try:
         return trio.run(fn)
     except (TriggerError, RunStoreError) as exc:
+        unreachable = _unreachable_postgres(db, exc) or _read_only_sqlite(db, exc)
+        if unreachable is not None:
+            raise CliError(unreachable, 1) from exc
         code = getattr(exc, "code", "error")
         message = getattr(exc, "message", str(exc))
         raise CliError(f"{code}: {message}", 1) from exc
+
+
+_CONNECT_PROBLEMS = (
+    ("connection refused", "connection refused"),
+    ("could not translate host name", "unknown host"),
+    ("name or service not known", "unknown host"),
+    ("timeout expired", "connection timed out"),
+    ("no route to host", "no route to host"),
+    ("network is unreachable", "network is unreachable"),
+    ("password authentication failed", "password authentication failed"),
+)
+
+
+def _read_only_sqlite(db: str | None, exc: BaseException) -> str | None:
+    """Why a SQLite database could not be opened for lack of write access, or ``None``.
+
+    Every command opens SQLite read-write, reading included: WAL mode keeps ``-wal`` and
+    ``-shm`` files beside the database, and opening checks (and may apply) the schema. So a
+    database in a read-only directory, or a read-only file, cannot be read in place."""
+    if db is None or is_dsn(db) or db == ":memory:":
+        return None
+    text = str(exc).lower()
+    if "readonly" not in text and "read-only" not in text and "unable to open" not in text:
+        return None
+    path = Path(db)
+    directory = path.parent if str(path.parent) else Path(".")
+    why = [
+        *(["the file is not writable"] if path.exists() and not os.access(path, os.W_OK) else []),
+        *(["its directory is read-only"] if not os.access(directory, os.W_OK) else []),
+    ]
+    if not why:
+        return None
+    return (
+        f"--db: cannot open {db}: {' and '.join(why)}; SQLite is opened read-write even to "
+        f"read (its -wal and -shm files live beside it), so copy {path.name} to a writable "
+        "directory and pass that copy as --db"
+    )
+
+
+def _unreachable_postgres(db: str | None, exc: BaseException) -> str | None:
+    """For a DSN the server of which could not be reached: ``--db: cannot connect to PostgreSQL at
+    HOST port PORT (DSN, password masked): connection refused``; else ``None``."""
+    if db is None or not is_dsn(db):
+        return None
+    cause: BaseException | None = exc
+    found = None
+    while cause is not None and found is None:
+        text = str(cause).lower()
+        found = next((said for key, said in _CONNECT_PROBLEMS if key in text), None)
+        cause = cause.__cause__ or cause.__context__
+    if found is None:
+        return None
+    parts = urllib.parse.urlsplit(db)
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = 5432
+    host = parts.hostname or "localhost"
+    return f"--db: cannot connect to PostgreSQL at {host} port {port} ({shown_db(db)}): {found}"
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -107,7 +171,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 duration = parse_duration(args.duration)
             except ValueError as exc:
                 raise CliError(f"--for: {exc}", 2) from None
-        return _run_async(partial(_run, args, config, db, duration))
+        return _run_async(partial(_run, args, config, db, duration), db)
     loaded = load_config(args.config, import_flows=False) if args.config else None
     return _dispatch_store_command(args, loaded)
 
@@ -117,7 +181,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
     if command == "add":
         trigger = _trigger_from_flags(args, loaded)
         db = _resolve_db(args, loaded, create=True)
-        return _run_async(partial(_add, args, loaded, db, trigger))
+        return _run_async(partial(_add, args, loaded, db, trigger), db)
     db = _resolve_db(args, loaded, create=False)
     handlers: dict[str, Callable[[argparse.Namespace, LoadedConfig | None, str], Any]] = {
         "list": _list,
@@ -139,7 +203,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         except ValueError as exc:
             raise CliError(f"--older-than: {exc}", 2) from None
     handler = handlers[command]
-    return _run_async(partial(handler, args, loaded, db))
+    return _run_async(partial(handler, args, loaded, db), db)
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -650,10 +714,9 @@ def _trigger_from_flags(args: argparse.Namespace, loaded: LoadedConfig | None) -
             }
         )
     except TriggerError as exc:
-        where = f"--{(exc.path or 'cron').replace('_', '-')}"
-        if exc.path == "flow_id":
-            where = "--flow"
-        raise CliError(f"{where}: {exc.code}: {exc.message}", 2) from None
+        field, message = explain_trigger_error(exc, args.cron, args.timezone)
+        where = {"flow_id": "--flow", "timezone": "--tz"}.get(field, f"--{field.replace('_', '-')}")
+        raise CliError(f"{where}: {exc.code}: {message}", 2) from None
 
 
 def _changes(before: Trigger, after: Trigger) -> list[str]:
