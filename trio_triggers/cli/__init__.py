@@ -87,7 +87,7 @@ def _version() -> str:
     return __version__
 
 
-def _add_global_args(parser: argparse.ArgumentParser, *, top: bool) -> None:
+def _add_global_args(parser: argparse.ArgumentParser, *, top: bool, db: bool = True) -> None:
     """``-v``, ``--config`` and ``--db``: accepted before the subcommand and after it.
 
     The subcommand's copies default to ``SUPPRESS``, so one given before the subcommand is
@@ -101,6 +101,8 @@ def _add_global_args(parser: argparse.ArgumentParser, *, top: bool) -> None:
         default=0 if top else argparse.SUPPRESS,
         help="more log output on stderr (-vv: debug)",
     )
+    if not db:
+        return
     parser.add_argument(
         "--config",
         "-c",
@@ -127,8 +129,7 @@ def _subcommand(
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    if global_args:
-        _add_global_args(sub, top=False)
+    _add_global_args(sub, top=False, db=global_args)
     return sub
 
 
@@ -217,7 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--json", action="store_true", help="machine-readable output")
 
     demo = _subcommand(
-        commands, "demo", "a simulated week of schedules (policies, crash, DST) in seconds"
+        commands,
+        "demo",
+        "a simulated week of schedules (policies, crash, DST) in seconds",
+        global_args=False,  # the demo has its own in-memory stores: no --config, no --db
     )
     demo.add_argument("--json", action="store_true", help="the timeline as JSON lines")
     return parser
