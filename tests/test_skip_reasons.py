@@ -4,7 +4,10 @@ a bare "Skipped"."""
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 pytest_plugins = ["pytester"]
 

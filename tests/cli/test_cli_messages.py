@@ -9,9 +9,12 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX subprocesses")
 

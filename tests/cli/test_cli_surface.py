@@ -8,12 +8,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from trio_triggers import __version__
 from trio_triggers.cli import build_parser
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX sh and TZ")
 
