@@ -10,23 +10,30 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 
 
+def _install(session: nox.Session, *args: str) -> None:
+    """Upgrade the session's pip, then install: a new venv's pip may predate ``--group``
+    (pip 25.1); every session goes through here, so each starts with a current pip."""
+    session.install("--upgrade", "pip")
+    session.install(*args)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (PostgreSQL tests run when TT_POSTGRES_DSN reaches a server)."""
-    session.install("--group", "test", "-e", ".[postgres,otel]")
+    _install(session, "--group", "test", "-e", ".[postgres,otel]")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def tests_postgres(session: nox.Session) -> None:
     """Only the PostgreSQL tests; they fail instead of skipping when no server is reachable."""
-    session.install("--group", "test", "-e", ".[postgres,otel]")
+    _install(session, "--group", "test", "-e", ".[postgres,otel]")
     session.run("pytest", "-m", "postgres", *session.posargs, env={"TT_REQUIRE_POSTGRES": "1"})
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("--group", "lint")
+    _install(session, "--group", "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("lint-imports", "--no-cache")
@@ -34,7 +41,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.install("--group", "typecheck", "-e", ".[postgres,otel]")
+    _install(session, "--group", "typecheck", "-e", ".[postgres,otel]")
     session.run("mypy")
 
 
@@ -47,20 +54,20 @@ def verifytypes(session: nox.Session) -> None:
 @nox.session
 def changelog(session: nox.Session) -> None:
     """Build the changelog from changes/: nox -s changelog -- --version X.Y.Z (or --draft)."""
-    session.install("--group", "release")
+    _install(session, "--group", "release")
     session.run("towncrier", "build", *session.posargs)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    session.install("--group", "docs", "-e", ".")
+    _install(session, "--group", "docs", "-e", ".")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks; each prints its ratio against a peer measured in the same run."""
-    session.install("-e", ".[postgres]")
+    _install(session, "-e", ".[postgres]")
     scripts = session.posargs or ["bench/cron_bench.py", "bench/store_bench.py"]
     for script in scripts:
         session.run("python", script)
@@ -69,7 +76,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def simulate(session: nox.Session) -> None:
     """Long deterministic simulations: nox -s simulate -- --seeds N --days D."""
-    session.install("-e", ".")
+    _install(session, "-e", ".")
     session.run("python", "-m", "trio_triggers.testing", *session.posargs)
 
 

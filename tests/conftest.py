@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
-    import pytest
+    from collections.abc import Generator
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -21,3 +23,28 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     settings.register_profile("dev", deadline=None)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+BARE_SKIP_MESSAGES = ("", "Skipped")
+"""What pytest shows for a skip that gives no reason (pytest-trio reports a skip raised inside an
+async test or fixture this way, dropping its message)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Every skip names its reason: a skip without one fails the test, saying where to add it
+    (``pytest.mark.skipif(..., reason=...)`` decided at collection, as ``tests/pg_support.py``'s
+    ``postgres_marks`` does)."""
+    report = yield
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        message = str(longrepr[2]).removeprefix("Skipped: ").strip()
+        if message in BARE_SKIP_MESSAGES and not hasattr(report, "wasxfail"):
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} was skipped without a reason: give the skip a reason, decided "
+                "at collection (pytest.mark.skipif(..., reason=...) or a param's marks)"
+            )
+    return report

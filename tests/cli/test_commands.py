@@ -70,7 +70,9 @@ def test_add_list_next_enable_disable_remove(
 
     assert main(["list", *db]) == 0
     table = capsys.readouterr().out
-    assert table.splitlines()[0].split()[:3] == ["ID", "FLOW", "CRON"]
+    assert table.splitlines()[0].split() == ["ID", "FLOW", "CRON", "TIMEZONE", "STATE", "NEXT"]
+    assert main(["list", *db, "--wide"]) == 0
+    table = capsys.readouterr().out
     assert "buffer-one/none" in table
 
     upcoming = run_json(capsys, "next", "hourly", *db, "-n", "3")
@@ -128,7 +130,7 @@ def test_history_filters_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture
         "1970-01-01T01:00:00.000Z",
     ]
     assert run_json(capsys, "history", "--db", db, "--trigger", "other") == []
-    assert main(["history", "--db", db, "--limit", "1"]) == 0
+    assert main(["history", "--db", db, "--limit", "1", "--utc"]) == 0
     text = capsys.readouterr().out
     assert "1970-01-01 02:00:00Z" in text
     assert "01:00:00Z" not in text

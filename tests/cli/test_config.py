@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,22 +31,22 @@ CASES = {
     ),
     "unknown_trigger_key": (
         GOOD_FLOWS + GOOD_TRIGGER + "flavour = 'x'\n",
-        "triggers[0].flavour",
+        'triggers[id="t"].flavour',
         "unknown_key",
     ),
     "bad_cron": (
         GOOD_FLOWS + GOOD_TRIGGER.replace("*/5 * * * * *", "61 * * * *"),
-        "triggers[0].cron",
+        'triggers[id="t"].cron',
         "invalid_cron",
     ),
     "unsatisfiable_cron": (
         GOOD_FLOWS + GOOD_TRIGGER.replace("*/5 * * * * *", "0 0 30 2 *"),
-        "triggers[0].cron",
+        'triggers[id="t"].cron',
         "unsatisfiable_cron",
     ),
     "unknown_timezone": (
         GOOD_FLOWS + GOOD_TRIGGER.replace('"UTC"', '"Mars/Olympus_Mons"'),
-        "triggers[0].timezone",
+        'triggers[id="t"].timezone',
         "invalid_cron",
     ),
     "duplicate_ids": (
@@ -71,7 +72,7 @@ CASES = {
     "command_not_a_list": (
         "[flows.echo]\ncommand = 'echo hello'\n" + GOOD_TRIGGER,
         "flows.echo.command",
-        "invalid_value",
+        "invalid_flow",
     ),
     "command_empty": (
         "[flows.echo]\ncommand = []\n" + GOOD_TRIGGER,
@@ -85,12 +86,12 @@ CASES = {
     ),
     "unknown_flow_reference": (
         GOOD_FLOWS + GOOD_TRIGGER.replace('flow = "echo"', 'flow = "nope"'),
-        "triggers[0].flow",
+        'triggers[id="t"].flow',
         "unknown_flow",
     ),
     "bad_overlap": (
         GOOD_FLOWS + GOOD_TRIGGER + "overlap = 'sometimes'\n",
-        "triggers[0].overlap",
+        'triggers[id="t"].overlap',
         "invalid_value",
     ),
     "wrong_type": (
@@ -100,13 +101,13 @@ CASES = {
     ),
     "missing_cron": (
         GOOD_FLOWS + "[[triggers]]\nid = 't'\nflow = 'echo'\n",
-        "triggers[0].cron",
+        'triggers[id="t"].cron',
         "missing_key",
     ),
     "toml_syntax": (GOOD_FLOWS + "[[triggers]\n", "line 4", "syntax"),
     "input_not_json": (
         GOOD_FLOWS + GOOD_TRIGGER + "input = { when = 1979-05-27T07:32:00Z }\n",
-        "triggers[0].input",
+        'triggers[id="t"].input',
         "invalid_trigger",
     ),
 }
@@ -123,7 +124,7 @@ def test_bad_config_exits_2_names_file_and_field_and_writes_nothing(
     status = main(["run", "--config", str(config), "--db", str(db)])
     err = capsys.readouterr().err
     assert status == 2
-    assert f"{config}: {field}: {code}: " in err
+    assert re.search(rf"{re.escape(str(config))}(:\d+)?: {re.escape(field)}: {code}: ", err), err
     assert not db.exists()
     assert not (tmp_path / "trio-triggers.sqlite").exists()
 

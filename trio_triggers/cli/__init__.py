@@ -12,7 +12,8 @@ import contextlib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+import textwrap
+from typing import TYPE_CHECKING, Any
 
 from ._config import ConfigError, load_config
 
@@ -22,19 +23,114 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "load_config", "main"]
 
 
-def _add_db_args(parser: argparse.ArgumentParser, *, config_required: bool = False) -> None:
+_EXAMPLES: dict[str, tuple[str, str]] = {
+    # command: (description, example)
+    "run": (
+        "Register the config's triggers in the database (new or changed ones only) and serve "
+        "them: claim each due occurrence, launch its flow, settle its run. Stops on Ctrl-C or "
+        "after --for.",
+        "trio-triggers run --config examples/triggers.toml --for 60s",
+    ),
+    "list": (
+        "The registered triggers with their policies, state and next occurrence. The table "
+        "fits 100 columns; --wide adds the last fire, the pending boundary and the active run. "
+        "Times are local with their zone (--utc for UTC).",
+        "trio-triggers list --config triggers.toml --wide",
+    ),
+    "history": (
+        "The fire ledger, newest first: each claimed occurrence, its outcome and run, and the "
+        "flow's own error for a failed run. Times are local with their zone (--utc for UTC).",
+        "trio-triggers history --config triggers.toml --trigger report --outcome failed",
+    ),
+    "show": (
+        "One run from the run store: its state, the trigger boundary it is for, timings, "
+        "owner, input, result and (for a failed run) the flow's own error.",
+        "trio-triggers show run-0f3c... --config triggers.toml",
+    ),
+    "next": (
+        "The next occurrences of one trigger, in UTC and in the trigger's own zone.",
+        "trio-triggers next report --config triggers.toml -n 3",
+    ),
+    "add": (
+        "Register a trigger in the database from flags (no config file edit). An id that is "
+        "already registered is refused (exit 2, with what would change) unless --replace.",
+        "trio-triggers add --config triggers.toml --id nightly --flow report "
+        "--cron '0 3 * * *' --tz Europe/Berlin",
+    ),
+    "remove": (
+        "Retire a trigger: it is disabled for good and its history is kept.",
+        "trio-triggers remove nightly --config triggers.toml",
+    ),
+    "enable": (
+        "Enable a trigger: it fires again from its next boundary.",
+        "trio-triggers enable nightly --config triggers.toml",
+    ),
+    "disable": (
+        "Disable a trigger: nothing new fires; active runs are still settled.",
+        "trio-triggers disable nightly --config triggers.toml",
+    ),
+    "prune": (
+        "Delete settled fire-ledger rows older than a duration (active ones are kept).",
+        "trio-triggers prune --config triggers.toml --older-than 30d",
+    ),
+    "demo": (
+        "A scripted, simulated week of schedules (every overlap policy, a crash and the "
+        "restart that takes its run over, catch-up, a DST night), printed in seconds.",
+        "trio-triggers demo | less",
+    ),
+}
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _add_global_args(parser: argparse.ArgumentParser, *, top: bool, db: bool = True) -> None:
+    """``-v``, ``--config`` and ``--db``: accepted before the subcommand and after it.
+
+    The subcommand's copies default to ``SUPPRESS``, so one given before the subcommand is
+    not reset by the subcommand's parser (argparse copies a subparser's defaults over the
+    top-level values otherwise)."""
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if top else argparse.SUPPRESS,
+        help="more log output on stderr (-vv: debug)",
+    )
+    if not db:
+        return
     parser.add_argument(
         "--config",
         "-c",
-        required=config_required,
+        default=default,
         metavar="FILE",
         help="the triggers.toml config file (its database is the default --db)",
     )
     parser.add_argument(
         "--db",
+        default=default,
         metavar="PATH|DSN",
         help="SQLite file or postgresql:// DSN (default: trio-triggers.sqlite next to the config)",
     )
+
+
+def _subcommand(
+    commands: Any, name: str, help_text: str, *, global_args: bool = True
+) -> argparse.ArgumentParser:
+    description, example = _EXAMPLES[name]
+    sub: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help_text,
+        description=textwrap.fill(description, 78),
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_global_args(sub, top=False, db=global_args)
+    return sub
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,14 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-triggers",
         description="Durable cron triggers for Trio: serve a config, inspect and edit triggers.",
+        epilog="example:\n  trio-triggers run --config examples/triggers.toml --for 60s\n"
+        "run `trio-triggers COMMAND --help` for a command's options and an example",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more log output on stderr"
-    )
+    parser.add_argument("--version", action="version", version=f"trio-triggers {_version()}")
+    _add_global_args(parser, top=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    run = commands.add_parser("run", help="register the config's triggers and serve them")
-    _add_db_args(run, config_required=True)
+    run = _subcommand(commands, "run", "register the config's triggers and serve them")
     run.add_argument(
         "--for",
         dest="duration",
@@ -61,12 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="events as JSON lines on stdout")
 
-    listing = commands.add_parser("list", help="triggers with their state and next occurrences")
-    _add_db_args(listing)
+    listing = _subcommand(commands, "list", "triggers with their state and next occurrences")
+    listing.add_argument(
+        "--wide", action="store_true", help="every column (last fire, pending, active run)"
+    )
+    listing.add_argument("--utc", action="store_true", help="times in UTC instead of local")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
-    history = commands.add_parser("history", help="the fire ledger, newest first")
-    _add_db_args(history)
+    history = _subcommand(commands, "history", "the fire ledger, newest first")
     history.add_argument("--trigger", metavar="ID", help="only this trigger")
     history.add_argument(
         "--outcome",
@@ -74,28 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="only this outcome",
     )
     history.add_argument("--limit", type=int, default=20, metavar="N", help="rows (default 20)")
+    history.add_argument("--utc", action="store_true", help="times in UTC instead of local")
     history.add_argument("--json", action="store_true", help="machine-readable output")
 
-    show = commands.add_parser(
-        "show",
-        help="one run: state, timings, owner, result and the flow's own error",
-        description="Show one run from the run store: its state, the trigger boundary it is "
-        "for, timings, owner, input, result and (for a failed run) the flow's own error. "
-        "Example: trio-triggers show run-0f3c... --config triggers.toml",
+    show = _subcommand(
+        commands, "show", "one run: state, timings, owner, result and the flow's own error"
     )
-    _add_db_args(show)
     show.add_argument("run_id", metavar="RUN_ID", help="a run id, as history prints it")
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
-    nxt = commands.add_parser("next", help="the next occurrences of one trigger")
-    _add_db_args(nxt)
-    nxt.add_argument("trigger_id", metavar="ID")
+    nxt = _subcommand(commands, "next", "the next occurrences of one trigger")
+    nxt.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
     nxt.add_argument("-n", type=int, default=5, metavar="N", help="how many (default 5)")
     nxt.add_argument("--json", action="store_true", help="machine-readable output")
 
-    add = commands.add_parser("add", help="register a trigger in the database")
-    _add_db_args(add)
-    add.add_argument("--id", required=True)
+    add = _subcommand(commands, "add", "register a trigger in the database")
+    add.add_argument("--id", required=True, help="the trigger's id (unique in the database)")
     add.add_argument("--flow", required=True, help="flow id (declared in the config's [flows])")
     add.add_argument("--cron", required=True, help="5 or 6 field cron expression")
     add.add_argument("--timezone", "--tz", help="IANA zone or ±HH:MM (default: host zone)")
@@ -104,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--catch-up", choices=["none", "one", "all"], default="none")
     add.add_argument("--max-catch-up", type=int, default=0)
     add.add_argument("--disabled", action="store_true", help="register it disabled")
+    add.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a trigger already registered under --id (prints what changed)",
+    )
     add.add_argument("--json", action="store_true", help="machine-readable output")
 
     for name, text in (
@@ -111,18 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
         ("enable", "enable a trigger"),
         ("disable", "disable a trigger (nothing new fires; active runs are still settled)"),
     ):
-        sub = commands.add_parser(name, help=text)
-        _add_db_args(sub)
-        sub.add_argument("trigger_id", metavar="ID")
+        sub = _subcommand(commands, name, text)
+        sub.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
         sub.add_argument("--json", action="store_true", help="machine-readable output")
 
-    prune = commands.add_parser("prune", help="delete settled ledger rows older than a duration")
-    _add_db_args(prune)
+    prune = _subcommand(commands, "prune", "delete settled ledger rows older than a duration")
     prune.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d, 12h")
     prune.add_argument("--json", action="store_true", help="machine-readable output")
 
-    demo = commands.add_parser(
-        "demo", help="a simulated week of schedules (policies, crash, DST) in seconds"
+    demo = _subcommand(
+        commands,
+        "demo",
+        "a simulated week of schedules (policies, crash, DST) in seconds",
+        global_args=False,  # the demo has its own in-memory stores: no --config, no --db
     )
     demo.add_argument("--json", action="store_true", help="the timeline as JSON lines")
     return parser

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import sys
+import urllib.parse
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +27,11 @@ from .._databases import is_dsn, open_stores, shown_db
 from .._declarations import Trigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
-from .._local_runner import FlowFn, open_local_runner
+from .._local_runner import FlowFn, RunContext, open_local_runner
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId, RunStore
 from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
-from ._config import LoadedConfig, default_db_for, load_config
+from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
 from ._time import format_local, parse_duration, relative
@@ -81,13 +83,75 @@ def _stale_after_ms(loaded: LoadedConfig | None) -> int:
     return max(1, round(loaded.config.runner.lease_stale_after * 1000))
 
 
-def _run_async(fn: Callable[[], Awaitable[int]]) -> int:
+def _run_async(fn: Callable[[], Awaitable[int]], db: str | None = None) -> int:
     try:
         return trio.run(fn)
     except (TriggerError, RunStoreError) as exc:
+        unreachable = _unreachable_postgres(db, exc) or _read_only_sqlite(db, exc)
+        if unreachable is not None:
+            raise CliError(unreachable, 1) from exc
         code = getattr(exc, "code", "error")
         message = getattr(exc, "message", str(exc))
         raise CliError(f"{code}: {message}", 1) from exc
+
+
+_CONNECT_PROBLEMS = (
+    ("connection refused", "connection refused"),
+    ("could not translate host name", "unknown host"),
+    ("name or service not known", "unknown host"),
+    ("timeout expired", "connection timed out"),
+    ("no route to host", "no route to host"),
+    ("network is unreachable", "network is unreachable"),
+    ("password authentication failed", "password authentication failed"),
+)
+
+
+def _read_only_sqlite(db: str | None, exc: BaseException) -> str | None:
+    """Why a SQLite database could not be opened for lack of write access, or ``None``.
+
+    Every command opens SQLite read-write, reading included: WAL mode keeps ``-wal`` and
+    ``-shm`` files beside the database, and opening checks (and may apply) the schema. So a
+    database in a read-only directory, or a read-only file, cannot be read in place."""
+    if db is None or is_dsn(db) or db == ":memory:":
+        return None
+    text = str(exc).lower()
+    if "readonly" not in text and "read-only" not in text and "unable to open" not in text:
+        return None
+    path = Path(db)
+    directory = path.parent if str(path.parent) else Path(".")
+    why = [
+        *(["the file is not writable"] if path.exists() and not os.access(path, os.W_OK) else []),
+        *(["its directory is read-only"] if not os.access(directory, os.W_OK) else []),
+    ]
+    if not why:
+        return None
+    return (
+        f"--db: cannot open {db}: {' and '.join(why)}; SQLite is opened read-write even to "
+        f"read (its -wal and -shm files live beside it), so copy {path.name} to a writable "
+        "directory and pass that copy as --db"
+    )
+
+
+def _unreachable_postgres(db: str | None, exc: BaseException) -> str | None:
+    """For a DSN the server of which could not be reached: ``--db: cannot connect to PostgreSQL at
+    HOST port PORT (DSN, password masked): connection refused``; else ``None``."""
+    if db is None or not is_dsn(db):
+        return None
+    cause: BaseException | None = exc
+    found = None
+    while cause is not None and found is None:
+        text = str(cause).lower()
+        found = next((said for key, said in _CONNECT_PROBLEMS if key in text), None)
+        cause = cause.__cause__ or cause.__context__
+    if found is None:
+        return None
+    parts = urllib.parse.urlsplit(db)
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = 5432
+    host = parts.hostname or "localhost"
+    return f"--db: cannot connect to PostgreSQL at {host} port {port} ({shown_db(db)}): {found}"
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -97,6 +161,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_demo(json_output=args.json)
     if command == "run":
+        if args.config is None:
+            raise CliError("run: --config FILE is required (the triggers to serve)", 2)
         config = load_config(args.config)
         db = _resolve_db(args, config, create=True)
         duration = None
@@ -105,7 +171,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 duration = parse_duration(args.duration)
             except ValueError as exc:
                 raise CliError(f"--for: {exc}", 2) from None
-        return _run_async(partial(_run, args, config, db, duration))
+        return _run_async(partial(_run, args, config, db, duration), db)
     loaded = load_config(args.config, import_flows=False) if args.config else None
     return _dispatch_store_command(args, loaded)
 
@@ -115,7 +181,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
     if command == "add":
         trigger = _trigger_from_flags(args, loaded)
         db = _resolve_db(args, loaded, create=True)
-        return _run_async(partial(_add, args, loaded, db, trigger))
+        return _run_async(partial(_add, args, loaded, db, trigger), db)
     db = _resolve_db(args, loaded, create=False)
     handlers: dict[str, Callable[[argparse.Namespace, LoadedConfig | None, str], Any]] = {
         "list": _list,
@@ -137,7 +203,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         except ValueError as exc:
             raise CliError(f"--older-than: {exc}", 2) from None
     handler = handlers[command]
-    return _run_async(partial(handler, args, loaded, db))
+    return _run_async(partial(handler, args, loaded, db), db)
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -181,7 +247,7 @@ async def sync_triggers(store: TriggerStore, triggers: list[Trigger]) -> list[st
     return changed
 
 
-def _event_line(record: FireRecord, now_ms: int) -> str:
+def _event_line(record: FireRecord, now_ms: int, owner: str | None = None) -> str:
     clock = format_instant(now_ms)[11:19]
     parts = [
         clock,
@@ -191,48 +257,108 @@ def _event_line(record: FireRecord, now_ms: int) -> str:
     ]
     if record.run_id:
         parts.append(record.run_id)
+    if owner:
+        parts.append(f"by {owner}")
     if record.error:
         parts.append(f"error: {record.error}")
     return "  ".join(parts)
 
 
-async def _print_events(
-    store: TriggerStore, clock: WallClock, *, json_output: bool, counters: dict[str, int]
-) -> None:
-    seen: dict[tuple[str, int], str | None] = {}
-    first = True
-    while True:
+class _EventPrinter:
+    """Prints each new ledger outcome once, naming the process that owns the run (several
+    processes may serve one database); ``poll`` is called on a timer and once more at the
+    stop, so the last boundary's launches before ``--for`` ends are printed too."""
+
+    def __init__(
+        self,
+        store: TriggerStore,
+        runs: RunStore,
+        clock: WallClock,
+        *,
+        json_output: bool,
+        counters: dict[str, int],
+        me: OwnerId,
+    ) -> None:
+        self.me = me
+        self.mine: set[str] = set()
+        """The runs this process's runner started (see :func:`_noting_runs`)."""
+        self.store = store
+        self.runs = runs
+        self.clock = clock
+        self.json_output = json_output
+        self.counters = counters
+        self.seen: dict[tuple[str, int], str | None] = {}
+        self.first = True
+        self.owners: dict[str, OwnerId | None] = {}
+
+    async def _owner(self, run_id: str | None) -> OwnerId | None:
+        if run_id is None or is_reservation(run_id):
+            return None
+        if self.owners.get(run_id) is None:
+            try:
+                row = await self.runs.get(run_id)
+            except RunStoreError:
+                row = None  # pruned, or not written yet: ask again at its next outcome
+            found = None if row is None else row.owner or row.claim
+            if found is None and run_id in self.mine:
+                found = self.me  # ended (and released) before this poll saw it
+            self.owners[run_id] = found
+        return self.owners[run_id]
+
+    async def run(self) -> None:
+        while True:
+            await self.poll()
+            await trio.sleep(EVENT_POLL_S)
+
+    async def poll(self) -> None:
         try:
-            page = await store.history(HistoryQuery(limit=100))
+            page = await self.store.history(HistoryQuery(limit=100))
         except TriggerError as exc:
             logger.warning("could not read the fire ledger", extra={"error": str(exc)})
-            page = None
-        if page is not None:
-            for record in reversed(page.items):
-                key = (record.trigger_id, record.occurrence)
-                if key in seen and seen[key] == record.outcome:
-                    continue
-                seen[key] = record.outcome
-                if first or record.outcome is None:
-                    continue
-                counters[record.outcome] = counters.get(record.outcome, 0) + 1
-                if json_output:
-                    print_json(
-                        {
-                            "event": "fire",
-                            "trigger_id": record.trigger_id,
-                            "occurrence": record.occurrence,
-                            "occurrence_iso": iso(record.occurrence),
-                            "outcome": record.outcome,
-                            "run_id": record.run_id,
-                            "error": record.error,
-                        }
-                    )
-                else:
-                    print(_event_line(record, clock.now_ms()))
-            sys.stdout.flush()
-            first = False
-        await trio.sleep(EVENT_POLL_S)
+            return
+        for record in reversed(page.items):
+            key = (record.trigger_id, record.occurrence)
+            if key in self.seen and self.seen[key] == record.outcome:
+                continue
+            self.seen[key] = record.outcome
+            if self.first or record.outcome is None:
+                continue
+            self.counters[record.outcome] = self.counters.get(record.outcome, 0) + 1
+            owner = await self._owner(record.run_id)
+            if self.json_output:
+                print_json(
+                    {
+                        "event": "fire",
+                        "trigger_id": record.trigger_id,
+                        "occurrence": record.occurrence,
+                        "occurrence_iso": iso(record.occurrence),
+                        "outcome": record.outcome,
+                        "run_id": record.run_id,
+                        "error": record.error,
+                        "owner": None
+                        if owner is None
+                        else {"host_id": owner.host_id, "pid": owner.pid},
+                    }
+                )
+            else:
+                label = None if owner is None else f"{owner.host_id}:{owner.pid}"
+                print(_event_line(record, self.clock.now_ms(), label))
+        sys.stdout.flush()
+        self.first = False
+
+
+def _noting_runs(flows: dict[str, FlowFn], mine: set[str]) -> dict[str, FlowFn]:
+    """The flows, each adding its run id to ``mine`` as it starts (so events of this process's
+    runs name it even when the run ended, and its owner was released, before a poll)."""
+
+    def noting(flow: FlowFn) -> FlowFn:
+        async def run_noted(input: Any, run: RunContext) -> Any:
+            mine.add(run.run_id)
+            return await flow(input, run)
+
+        return run_noted
+
+    return {flow_id: noting(flow) for flow_id, flow in flows.items()}
 
 
 async def _status_lines(counters: dict[str, int], running: Callable[[], int]) -> None:
@@ -252,7 +378,8 @@ async def _run(
     args: argparse.Namespace, loaded: LoadedConfig, db: str, duration: float | None
 ) -> int:
     clock = SystemWallClock()
-    flows = build_flows(loaded)
+    mine: set[str] = set()
+    flows = _noting_runs(build_flows(loaded), mine)
     runner_cfg = loaded.config.runner
     sched = loaded.config.scheduler
     options = SchedulerOptions(
@@ -309,24 +436,33 @@ async def _run(
                 file=sys.stderr,
                 flush=True,
             )
+            printer = _EventPrinter(
+                trigger_store, run_store, clock, json_output=args.json, counters=counters, me=owner
+            )
+            printer.mine = mine
             if not args.quiet:
-                nursery.start_soon(
-                    partial(
-                        _print_events,
-                        trigger_store,
-                        clock,
-                        json_output=args.json,
-                        counters=counters,
-                    )
-                )
+                nursery.start_soon(printer.run)
                 nursery.start_soon(_status_lines, counters, lambda: len(runner.running))
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-            if duration is not None:
-                await trio.sleep(duration)
-                nursery.cancel_scope.cancel()
-            else:
-                await trio.sleep_forever()
-    print("-- stopped; running flows were handed back for the next start", file=sys.stderr)
+            try:
+                if duration is not None:
+                    await trio.sleep(duration)
+                    nursery.cancel_scope.cancel()
+                else:
+                    await trio.sleep_forever()
+            finally:
+                handed_back = len(runner.running)
+        if not args.quiet:
+            # The outcomes written since the last poll (the last boundary's launches).
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await printer.poll()
+    if handed_back:
+        print(
+            f"-- stopped; {handed_back} running flow(s) were handed back for the next start",
+            file=sys.stderr,
+        )
+    else:
+        print("-- stopped", file=sys.stderr)
     return 0
 
 
@@ -358,25 +494,58 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         print_json(rows)
         return 0
     now = clock.now_ms()
-    table = [
-        [
-            s.trigger_id,
-            s.flow_id,
-            s.cron,
-            s.timezone or "(local)",
-            _policies(s.overlap, s.catch_up, s.max_catch_up),
-            "yes" if s.enabled else "no",
-            format_instant(s.last_fired_at),
-            format_instant(s.pending_at),
-            s.active_run_id or "-",
-            _with_relative(s.next_occurrences[0], now) if s.next_occurrences else "-",
+    when = partial(_when, utc=args.utc)
+    if args.wide:
+        headers = ["ID", "FLOW", "CRON", "TIMEZONE", "POLICIES", "STATE", "LAST FIRED"]
+        headers += ["PENDING", "ACTIVE RUN", "NEXT"]
+        table = [
+            [
+                s.trigger_id,
+                s.flow_id,
+                s.cron,
+                s.timezone or "(local)",
+                _policies(s.overlap, s.catch_up, s.max_catch_up),
+                "enabled" if s.enabled else "disabled",
+                when(s.last_fired_at),
+                when(s.pending_at),
+                s.active_run_id or "-",
+                f"{when(s.next_occurrences[0])} ({relative(s.next_occurrences[0], now)})"
+                if s.next_occurrences
+                else "-",
+            ]
+            for s in rows
         ]
-        for s in rows
-    ]
-    headers = ["ID", "FLOW", "CRON", "TIMEZONE", "POLICIES", "ENABLED", "LAST FIRED"]
-    headers += ["PENDING", "ACTIVE RUN", "NEXT"]
+    else:
+        headers = ["ID", "FLOW", "CRON", "TIMEZONE", "STATE", "NEXT"]
+        table = [
+            [
+                _fit(s.trigger_id, 18),
+                _fit(s.flow_id, 12),
+                _fit(s.cron, 15),
+                _fit(s.timezone or "(local)", 14),
+                "enabled" if s.enabled else "disabled",
+                when(s.next_occurrences[0]) if s.next_occurrences else "-",
+            ]
+            for s in rows
+        ]
     print(render_table(headers, table) if table else "no triggers")
     return 0
+
+
+LIST_WIDTH = 100
+"""``list`` fits this many columns by default (cells cut with ``…``; ``--wide`` shows all)."""
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _when(ms: int | None, *, utc: bool) -> str:
+    """An instant in the host's local time with its zone (``2026-03-10 03:00:00 CET``), or
+    in UTC with a ``Z`` under ``--utc``; ``-`` for ``None``."""
+    if ms is None:
+        return "-"
+    return format_instant(ms) if utc else format_local(ms, None)
 
 
 async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
@@ -404,7 +573,7 @@ async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: st
     now = clock.now_ms()
     table = [
         [
-            format_instant(r.occurrence),
+            _when(r.occurrence, utc=args.utc),
             relative(r.occurrence, now),
             r.trigger_id,
             r.outcome or "(claimed)",
@@ -545,10 +714,20 @@ def _trigger_from_flags(args: argparse.Namespace, loaded: LoadedConfig | None) -
             }
         )
     except TriggerError as exc:
-        where = f"--{(exc.path or 'cron').replace('_', '-')}"
-        if exc.path == "flow_id":
-            where = "--flow"
-        raise CliError(f"{where}: {exc.code}: {exc.message}", 2) from None
+        field, message = explain_trigger_error(exc, args.cron, args.timezone)
+        where = {"flow_id": "--flow", "timezone": "--tz"}.get(field, f"--{field.replace('_', '-')}")
+        raise CliError(f"{where}: {exc.code}: {message}", 2) from None
+
+
+def _changes(before: Trigger, after: Trigger) -> list[str]:
+    """``field: old -> new`` for each declared field that differs (JSON for the input)."""
+    lines: list[str] = []
+    for name in before.__struct_fields__:
+        old, new = getattr(before, name), getattr(after, name)
+        if old != new:
+            shown = [msgspec.json.encode(v).decode() for v in (old, new)]
+            lines.append(f"{name}: {shown[0]} -> {shown[1]}")
+    return lines
 
 
 async def _add(
@@ -556,11 +735,29 @@ async def _add(
 ) -> int:
     clock = SystemWallClock()
     async with open_stores(db, clock=clock) as (store, _runs):
-        registered = await store.register(trigger)
+        existing = await store.get(trigger.id)
+        changes = [] if existing is None else _changes(existing.declaration, trigger)
+        if existing is not None and not changes:
+            registered = existing  # the same declaration: nothing to write, nothing to refuse
+        elif existing is not None and not args.replace:
+            listed = "".join(f"\n  {line}" for line in changes)
+            raise CliError(
+                f"--id: trigger {trigger.id!r} is already registered (revision "
+                f"{existing.revision}); pass --replace to change:{listed}",
+                2,
+            )
+        else:
+            registered = await store.register(trigger)
     if args.json:
         print_json(registered)
-    else:
+    elif existing is None:
         print(f"registered {registered.id} (revision {registered.revision}) in {shown_db(db)}")
+    elif not changes:
+        print(f"{registered.id} is already registered as given (revision {registered.revision})")
+    else:
+        print(f"replaced {registered.id} (revision {registered.revision}) in {shown_db(db)}:")
+        for line in changes:
+            print(f"  {line}")
     return 0
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import msgspec
 
@@ -36,6 +37,7 @@ __all__ = [
     "SchedulerConfig",
     "TriggerConfig",
     "default_db_for",
+    "explain_trigger_error",
     "load_config",
 ]
 
@@ -50,15 +52,22 @@ class ConfigError(Exception):
     """A config problem: ``file``, ``field`` (dotted path or ``None``), ``code``, ``message``.
 
     ``str(err)`` is ``"<file>: <field>: <code>: <message>"`` (the field part is left out when
-    the problem is not tied to one; a syntax error names ``line <n>``).
+    the problem is not tied to one; a syntax error names ``line <n>``), or
+    ``"<file>:<line>: <field>: ..."`` when the key is on a line of the file. A trigger is named
+    by its id, ``triggers[id="report"].cron`` (by its index when it has no usable id).
     """
 
-    def __init__(self, file: str, field: str | None, code: str, message: str) -> None:
+    def __init__(
+        self, file: str, field: str | None, code: str, message: str, *, line: int | None = None
+    ) -> None:
         self.file = file
         self.field = field
         self.code = code
         self.message = message
-        where = f"{file}: {field}" if field else file
+        self.line = line
+        """The line of the file the problem is on, when the file has one for it."""
+        located = f"{file}:{line}" if line is not None else file
+        where = f"{located}: {field}" if field else located
         super().__init__(f"{where}: {code}: {message}")
 
 
@@ -153,7 +162,84 @@ def _join(base: str, name: str) -> str:
     return f"{base}.{name}" if base else name
 
 
-def _from_validation(file: str, exc: msgspec.ValidationError, prefix: str = "") -> ConfigError:
+_ENUMS: dict[str, tuple[str, ...]] = {"overlap": get_args(Overlap), "catch_up": get_args(CatchUp)}
+_INDEXED = re.compile(r"^triggers\[(?P<index>\d+)\](?:\.(?P<key>\w+))?(?P<rest>.*)$")
+
+
+class _Source:
+    """The file's text and raw tables, to name a trigger by its id and find a key's line."""
+
+    def __init__(self, text: str, data: dict[str, Any]) -> None:
+        self.lines = text.splitlines()
+        raw = data.get("triggers")
+        self.triggers: list[Any] = raw if isinstance(raw, list) else []
+        ids = [t.get("id") if isinstance(t, dict) else None for t in self.triggers]
+        self.unique = {i for i in ids if isinstance(i, str) and ids.count(i) == 1}
+
+    def trigger_base(self, index: int) -> str:
+        entry = self.triggers[index] if index < len(self.triggers) else None
+        trigger_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(trigger_id, str) and trigger_id in self.unique:
+            return f"triggers[id={msgspec.json.encode(trigger_id).decode()}]"
+        return f"triggers[{index}]"
+
+    def line(self, header: str, nth: int, key: str | None) -> int | None:
+        """The 1-based line of ``key`` in the ``nth`` table headed ``header`` (its header line
+        when ``key`` is ``None``); ``None`` when the file does not write it that way."""
+        seen = -1
+        inside = False
+        key_line = re.compile(rf"^\s*{re.escape(key)}\s*=") if key else None
+        for number, text in enumerate(self.lines, start=1):
+            stripped = text.strip()
+            if stripped.startswith("["):
+                if inside:
+                    return None
+                if stripped.split("#", 1)[0].strip() == header:
+                    seen += 1
+                    if seen == nth:
+                        if key_line is None:
+                            return number
+                        inside = True
+                continue
+            if inside and key_line is not None and key_line.match(text):
+                return number
+        return None
+
+    def locate(self, path: str | None) -> tuple[str | None, int | None]:
+        """A msgspec-style path (``triggers[1].cron``) named by id, with its line."""
+        match = _INDEXED.match(path or "")
+        if match is None:
+            return path, None
+        index, key = int(match.group("index")), match.group("key")
+        field = self.trigger_base(index) + (f".{key}" if key else "") + match.group("rest")
+        return field, self.line("[[triggers]]", index, key)
+
+
+def explain_trigger_error(exc: TriggerError, cron: str, timezone: str | None) -> tuple[str, str]:
+    """``(field, message)`` for a declaration error: which field (``cron``, ``timezone``, or
+    the error's own path) and a message that says what was written and what is expected."""
+    where = exc.path or "cron"
+    message = exc.message
+    if exc.path in (None, "timezone") and exc.code == "invalid_cron":
+        if "time zone" in message:
+            where = "timezone"
+            message = (
+                f"unknown time zone {timezone!r} (write an IANA name such as "
+                "'Europe/Berlin', or a fixed offset such as '+05:30')"
+            )
+        elif exc.path is None and "number of segments" in message:
+            count = len(cron.split())
+            message = (
+                f"{cron!r} has {count} field{'s' if count != 1 else ''}; 5 or 6 fields are "
+                "expected (minute hour day-of-month month day-of-week, or second first and "
+                "those five)"
+            )
+    return where, message
+
+
+def _from_validation(
+    file: str, exc: msgspec.ValidationError, prefix: str = "", source: _Source | None = None
+) -> ConfigError:
     match = _AT.match(str(exc))
     assert match is not None
     message = match.group("msg")
@@ -161,16 +247,23 @@ def _from_validation(file: str, exc: msgspec.ValidationError, prefix: str = "") 
     if prefix:
         path = f"{prefix}.{path}" if path and not path.startswith("[") else prefix + path
     unknown = _UNKNOWN.match(message)
-    if unknown:
-        return ConfigError(
-            file, _join(path, unknown.group("name")), "unknown_key", "unknown key in config"
-        )
     missing = _MISSING.match(message)
-    if missing:
-        return ConfigError(
-            file, _join(path, missing.group("name")), "missing_key", "required key is missing"
-        )
-    return ConfigError(file, path or None, "invalid_value", message)
+    if unknown:
+        path, code, message = _join(path, unknown.group("name")), "unknown_key", "unknown key"
+        message += " in config"
+    elif missing:
+        path, code = _join(path, missing.group("name")), "missing_key"
+        message = "required key is missing"
+    else:
+        code = "invalid_value"
+        valid = _ENUMS.get(path.rsplit(".", 1)[-1])
+        if valid is not None and message.startswith("Invalid enum value"):
+            message += f"; valid values: {', '.join(valid)}"
+    line = None
+    if source is not None:
+        located, line = source.locate(path)
+        path = located or ""
+    return ConfigError(file, path or None, code, message, line=line)
 
 
 def default_db_for(config_path: Path) -> Path:
@@ -217,7 +310,7 @@ def _import_flow(file: str, field: str, target: str, directory: Path) -> Callabl
     return obj  # type: ignore[no-any-return]
 
 
-def _read(file: str, config_path: Path) -> Config:
+def _read(file: str, config_path: Path) -> tuple[Config, _Source]:
     """Parse the TOML file and decode it into a :class:`Config` (shapes and types only)."""
     try:
         raw = config_path.read_bytes()
@@ -233,11 +326,23 @@ def _read(file: str, config_path: Path) -> Config:
         raise ConfigError(file, line_no, "syntax", str(exc)) from None
     # Flows are decoded one by one so an error names its flow (msgspec writes dict keys as
     # ``[...]`` in its paths).
+    source = _Source(raw.decode("utf-8"), data)
     raw_flows = data.pop("flows", {})
     if not isinstance(raw_flows, dict):
         raise ConfigError(file, "flows", "invalid_value", "flows must be a table of flow tables")
     decoded_flows: dict[str, FlowConfig] = {}
     for name, value in raw_flows.items():
+        command = value.get("command") if isinstance(value, dict) else None
+        if isinstance(command, str):
+            argv = msgspec.json.encode(_split(command)).decode().replace('","', '", "')
+            raise ConfigError(
+                file,
+                f"flows.{name}.command",
+                "invalid_flow",
+                f"write the command as an argv list, e.g. command = {argv} (a string is "
+                "neither split nor run by a shell)",
+                line=source.line(f"[flows.{name}]", 0, "command"),
+            )
         try:
             decoded_flows[name] = msgspec.convert(value, FlowConfig)
         except msgspec.ValidationError as exc:
@@ -245,10 +350,17 @@ def _read(file: str, config_path: Path) -> Config:
     try:
         config = msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
-        raise _from_validation(file, exc) from None
+        raise _from_validation(file, exc, source=source) from None
     config = msgspec.structs.replace(config, flows=decoded_flows)
 
-    return config
+    return config, source
+
+
+def _split(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
 
 
 def _check_settings(file: str, config: Config) -> None:
@@ -311,18 +423,20 @@ def _check_flows(
     return python_flows
 
 
-def _triggers(file: str, config: Config) -> list[Trigger]:
-    """Every trigger as a validated declaration; an error names its ``triggers[i]`` path."""
+def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
+    """Every trigger as a validated declaration; an error names its ``triggers[id="..."]``
+    path (``triggers[i]`` when its id is not unique) and the line of the key."""
     triggers: list[Trigger] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(config.triggers):
-        base = f"triggers[{index}]"
+        base = source.trigger_base(index)
         if entry.id in seen:
             raise ConfigError(
                 file,
                 f"{base}.id",
                 "duplicate_trigger",
                 f"trigger id {entry.id!r} is already declared at triggers[{seen[entry.id]}]",
+                line=source.line("[[triggers]]", index, "id"),
             )
         seen[entry.id] = index
         if entry.flow not in config.flows:
@@ -331,6 +445,7 @@ def _triggers(file: str, config: Config) -> list[Trigger]:
                 f"{base}.flow",
                 "unknown_flow",
                 f"no flow {entry.flow!r} is declared under [flows]",
+                line=source.line("[[triggers]]", index, "flow"),
             )
         try:
             trigger = Trigger.make(
@@ -348,12 +463,17 @@ def _triggers(file: str, config: Config) -> list[Trigger]:
             )
         except TriggerError as exc:
             where: str | None = exc.path
+            message = exc.message
             if where == "flow_id":
                 where = "flow"
-            if where is None and exc.code in ("invalid_cron", "unsatisfiable_cron"):
-                where = "timezone" if "time zone" in exc.message else "cron"
+            if where in (None, "timezone") and exc.code in ("invalid_cron", "unsatisfiable_cron"):
+                where, message = explain_trigger_error(exc, entry.cron, entry.timezone)
             raise ConfigError(
-                file, f"{base}.{where}" if where else base, exc.code, exc.message
+                file,
+                f"{base}.{where}" if where else base,
+                exc.code,
+                message,
+                line=source.line("[[triggers]]", index, where.split(".")[0] if where else None),
             ) from None
         triggers.append(trigger)
     return triggers
@@ -363,10 +483,10 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
     """Read and validate a config file; raise :class:`ConfigError` on the first problem."""
     config_path = Path(path)
     file = str(path)
-    config = _read(file, config_path)
+    config, source = _read(file, config_path)
     _check_settings(file, config)
     python_flows = _check_flows(file, config, config_path.parent, import_flows=import_flows)
-    triggers = _triggers(file, config)
+    triggers = _triggers(file, config, source)
     return LoadedConfig(
         path=config_path, config=config, triggers=triggers, python_flows=python_flows
     )
