@@ -33,16 +33,17 @@ from ._databases import open_stores
 from ._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
 from ._errors import RunStoreError, TriggerError
 from ._groups import one_exception
-from ._identities import idempotency_key
+from ._identities import BOUNDARY_STAMP_LENGTH, idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
 from ._ownership import OwnerId, RunRow, RunStatus, RunStore
+from ._ownership._base import RunStoreBase
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
 from ._store import HistoryPage, HistoryQuery, Outcome, TriggerStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Collection
 
 __all__ = ["DEFAULT_DATABASE", "RunReport", "Triggers", "open_triggers"]
 
@@ -51,7 +52,9 @@ DEFAULT_DATABASE: Final = "trio-triggers.sqlite"
 
 F = TypeVar("F", bound=FlowFn)
 
-_ISO_LENGTH: Final = len("1970-01-01T00:00:00.000Z")
+_ISO_LENGTH: Final = BOUNDARY_STAMP_LENGTH
+#: How many runs ``Triggers.list_runs`` and ``trio-triggers runs`` list unless told otherwise.
+DEFAULT_RUNS_LIMIT: Final = 50
 
 
 class RunReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -297,6 +300,23 @@ class Triggers:
                 return None
             raise
         return RunReport.of(row)
+
+    async def list_runs(
+        self,
+        *,
+        trigger_id: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
+        limit: int | None = DEFAULT_RUNS_LIMIT,
+    ) -> list[RunReport]:
+        """Runs newest first: all of them, or those launched for ``trigger_id``'s boundaries,
+        optionally only some statuses; at most ``limit`` (``None``: no bound)."""
+        store = self._runs
+        if not isinstance(store, RunStoreBase):  # every store open_triggers opens is one
+            raise TypeError(f"{type(store).__name__} cannot list runs")
+        rows = await store.list_runs(
+            statuses=statuses, limit=limit, newest_first=True, trigger_id=trigger_id
+        )
+        return [RunReport.of(row) for row in rows]
 
 
 def _key(fn: object) -> int:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import datetime
 import re
 import uuid
+from typing import Final
 
 from ._constants import RESERVATION_PREFIX
 
 __all__ = [
+    "BOUNDARY_STAMP_LENGTH",
     "idempotency_key",
     "is_reservation",
     "iso",
@@ -44,6 +46,10 @@ def iso(ms: int) -> str:
         f"{when.year:04d}-{when.month:02d}-{when.day:02d}T"
         f"{when.hour:02d}:{when.minute:02d}:{when.second:02d}.{millis:03d}Z"
     )
+
+
+#: The length of the instant that ends a boundary's idempotency key (``iso`` of years 1-9999).
+BOUNDARY_STAMP_LENGTH: Final = len("1970-01-01T00:00:00.000Z")
 
 
 def idempotency_key(trigger_id: str, occurrence: int) -> str:

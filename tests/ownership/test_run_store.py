@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from trio_triggers import RunStoreError
+from trio_triggers._identities import idempotency_key
 from trio_triggers._ownership import (
     Abandoned,
     Activated,
@@ -689,6 +690,38 @@ async def test_list_runs_and_find_claimable(store: RunStoreBase, clock: ManualCl
     ]
     with pytest.raises(RunStoreError):
         await store.list_runs(statuses=["bogus"])  # type: ignore[list-item]
+
+
+async def test_list_runs_newest_first_and_by_trigger(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    # Keys as the scheduler makes them ("<trigger_id>:<iso>"), a trigger id that is a prefix
+    # of another ("a" and "a:b"), a caller's own key and no key at all.
+    keys = {
+        "r1": idempotency_key("a", 3_600_000),
+        "r2": idempotency_key("a:b", 3_600_000),
+        "r3": idempotency_key("a", 7_200_000),
+        "r4": "a:my-own-key",
+        "r5": None,
+    }
+    for at, (run_id, key) in enumerate(keys.items(), start=1):
+        clock.set(at)
+        await store.create(run_id, "{}", flow_id="f", idempotency_key=key)
+    before = await dump(store)
+    newest = [r.run_id for r in await store.list_runs(newest_first=True)]
+    assert newest == ["r5", "r4", "r3", "r2", "r1"]
+    assert [r.run_id for r in await store.list_runs(trigger_id="a")] == ["r1", "r3"]
+    assert [r.run_id for r in await store.list_runs(trigger_id="a:b")] == ["r2"]
+    assert [
+        r.run_id for r in await store.list_runs(trigger_id="a", newest_first=True, limit=1)
+    ] == ["r3"]
+    assert await store.list_runs(trigger_id="a", statuses=["running"]) == []
+    assert await store.list_runs(trigger_id="nobody") == []
+    for bad in ("", 7):
+        with pytest.raises(RunStoreError) as info:
+            await store.list_runs(trigger_id=bad)  # type: ignore[arg-type]
+        assert info.value.code == "invalid_run"
+    assert await dump(store) == before
 
 
 # --- typical sequences (§10.16) -----------------------------------------------------------------

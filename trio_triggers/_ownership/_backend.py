@@ -15,7 +15,8 @@ rule of its own:
   ``run_id`` is taken, call ``decide(existing, taken)`` (``None``: refuse with ``constraint``)
   and insert the decided row; a racing create that took the key first answers
   ``Existing(row=<its row>)``, never a unique violation;
-* ``_get(run_id)`` and ``_list(statuses, limit, claimable_at)``: plain reads
+* ``_get(run_id)`` and ``_list(statuses, limit, claimable_at, newest_first=, trigger_id=)``:
+  plain reads
   (:meth:`RunSql.list_runs` has the query).
 
 Rows are read with :data:`SELECT_LIST` and decoded with :func:`decode_row` (a row breaking a
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 import msgspec
 
 from .._errors import RunStoreError
+from .._identities import BOUNDARY_STAMP_LENGTH
 from .._migrations import Migration, MigrationError, owns_run_migration
 from ._base import RunStoreBase
 from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
@@ -163,8 +165,16 @@ class RunSql(msgspec.Struct, frozen=True, kw_only=True):
         limit: int | None,
         claimable_at: int | None,
         stale_after_ms: int,
+        *,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
     ) -> tuple[str, list[object]] | None:
-        """``list_runs`` / ``find_claimable``'s read, or ``None`` when it must answer nothing."""
+        """``list_runs`` / ``find_claimable``'s read, or ``None`` when it must answer nothing.
+
+        ``trigger_id`` keeps the runs launched for that trigger's boundaries: their idempotency
+        key is exactly ``"<trigger_id>:"`` and a 24-character ISO instant (the length makes
+        the prefix test exact, so trigger ``a`` never takes the runs of trigger ``a:b``).
+        """
         p = self.param
         where: list[str] = []
         params: list[object] = []
@@ -186,10 +196,15 @@ class RunSql(msgspec.Struct, frozen=True, kw_only=True):
                 f" OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < {p}))"
             )
             params.extend([cut, cut])
+        if trigger_id is not None:
+            prefix = f"{trigger_id}:"
+            where.append(f"length(idempotency_key) = {p} AND substr(idempotency_key, 1, {p}) = {p}")
+            params.extend([len(prefix) + BOUNDARY_STAMP_LENGTH, len(prefix), prefix])
         sql = f"SELECT {SELECT_LIST} FROM tt_runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY created_at_ms, {self.run_id_order}"
+        order = " DESC" if newest_first else ""
+        sql += f" ORDER BY created_at_ms{order}, {self.run_id_order}{order}"
         if limit is not None:
             sql += f" LIMIT {p}"
             params.append(limit)

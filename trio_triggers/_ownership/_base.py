@@ -175,7 +175,13 @@ class RunStoreBase(ABC):
 
     @abstractmethod
     async def _list(
-        self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
+        self,
+        statuses: Collection[str] | None,
+        limit: int | None,
+        claimable_at: int | None,
+        *,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
     ) -> list[RunRow]: ...
 
     # --- the contract ------------------------------------------------------------------------
@@ -447,16 +453,27 @@ class RunStoreBase(ABC):
     # --- additions for the local runner (not part of the contract) ---------------------------
 
     async def list_runs(
-        self, *, statuses: Collection[RunStatus] | None = None, limit: int | None = None
+        self,
+        *,
+        statuses: Collection[RunStatus] | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
     ) -> list[RunRow]:
-        """Rows in ``(created_at_ms, run_id)`` order, optionally only some statuses (a read).
+        """Rows in ``(created_at_ms, run_id)`` order (reversed with ``newest_first``),
+        optionally only some statuses, or only the runs launched for ``trigger_id``'s
+        boundaries (a read).
 
         An addition for the local runner and dashboards; not part of the ``RunStore`` contract.
         """
         m = "list_runs"
         wanted = _check_statuses(m, statuses)
         bound = _check_limit(m, limit)
-        return await self._list(wanted, bound, None)
+        if trigger_id is not None and (not isinstance(trigger_id, str) or not trigger_id):
+            raise invalid(m, "trigger_id must be a non-empty string or None")
+        return await self._list(
+            wanted, bound, None, newest_first=bool(newest_first), trigger_id=trigger_id
+        )
 
     async def find_claimable(self, now_ms: int, *, limit: int | None = 100) -> list[RunRow]:
         """Rows some operation could take at ``now_ms``, oldest first (a read).

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 import trio
 
 from .._errors import RunStoreError
+from .._identities import BOUNDARY_STAMP_LENGTH
 from ._base import RunStoreBase
 from ._decide import Decision, is_claimable
 from ._owner import HEARTBEAT_STALE_AFTER_MS
@@ -70,10 +71,29 @@ class MemoryRunStore(RunStoreBase):
         return self._rows.get(run_id)
 
     async def _list(
-        self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
+        self,
+        statuses: Collection[str] | None,
+        limit: int | None,
+        claimable_at: int | None,
+        *,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
     ) -> list[RunRow]:
         await trio.lowlevel.checkpoint()
-        rows = sorted(self._rows.values(), key=lambda r: (r.created_at_ms, r.run_id))
+        rows = sorted(
+            self._rows.values(),
+            key=lambda r: (r.created_at_ms, r.run_id),
+            reverse=newest_first,
+        )
+        if trigger_id is not None:
+            prefix = f"{trigger_id}:"
+            rows = [
+                r
+                for r in rows
+                if r.idempotency_key is not None
+                and r.idempotency_key.startswith(prefix)
+                and len(r.idempotency_key) == len(prefix) + BOUNDARY_STAMP_LENGTH
+            ]
         if statuses is not None:
             wanted = set(statuses)
             rows = [r for r in rows if r.status in wanted]

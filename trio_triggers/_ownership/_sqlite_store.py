@@ -227,10 +227,23 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
         return await self._run("get", read, write=False)
 
     async def _list(
-        self, statuses: Collection[str] | None, limit: int | None, claimable_at: int | None
+        self,
+        statuses: Collection[str] | None,
+        limit: int | None,
+        claimable_at: int | None,
+        *,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
     ) -> list[RunRow]:
         method = "list_runs" if claimable_at is None else "find_claimable"
-        query = _SQL.list_runs(statuses, limit, claimable_at, self._stale_after_ms)
+        query = _SQL.list_runs(
+            statuses,
+            limit,
+            claimable_at,
+            self._stale_after_ms,
+            newest_first=newest_first,
+            trigger_id=trigger_id,
+        )
         if query is None:
             return []
         sql, params = query

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from .._app import DEFAULT_RUNS_LIMIT
+from .._ownership._models import RUN_STATUSES
 from ._config import ConfigError, load_config
 
 if TYPE_CHECKING:
@@ -46,6 +48,12 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "One run from the run store: its state, the trigger boundary it is for, timings, "
         "owner, input, result and (for a failed run) the flow's own error.",
         "trio-triggers show run-0f3c... --config triggers.toml",
+    ),
+    "runs": (
+        "The runs in the run store, newest first: each run's status, the trigger boundary it "
+        "is for, when it started and finished, and (for a failed run) the flow's own error. "
+        "Times are local with their zone (--utc for UTC).",
+        "trio-triggers runs --config triggers.toml --trigger report --state failed",
     ),
     "next": (
         "The next occurrences of one trigger, in UTC and in the trigger's own zone.",
@@ -133,6 +141,28 @@ def _subcommand(
     return sub
 
 
+def _add_runs(commands: Any) -> None:
+    """The ``runs`` subcommand (its own function: ``build_parser`` stays one screen)."""
+    runs = _subcommand(commands, "runs", "the runs, newest first, with their status and error")
+    runs.add_argument("--trigger", metavar="ID", help="only the runs of this trigger's boundaries")
+    runs.add_argument(
+        "--state",
+        action="append",
+        choices=sorted(RUN_STATUSES),
+        metavar="STATE",
+        help=f"only runs in this state (repeatable): {', '.join(sorted(RUN_STATUSES))}",
+    )
+    runs.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_RUNS_LIMIT,
+        metavar="N",
+        help=f"at most N runs (default {DEFAULT_RUNS_LIMIT})",
+    )
+    runs.add_argument("--utc", action="store_true", help="times in UTC instead of local")
+    runs.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``trio-triggers`` argument parser, with every subcommand (for ``--help`` and tests)."""
     parser = argparse.ArgumentParser(
@@ -181,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("run_id", metavar="RUN_ID", help="a run id, as history prints it")
     show.add_argument("--json", action="store_true", help="machine-readable output")
+
+    _add_runs(commands)
 
     nxt = _subcommand(commands, "next", "the next occurrences of one trigger")
     nxt.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")

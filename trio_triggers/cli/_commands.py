@@ -29,6 +29,7 @@ from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
 from .._local_runner import FlowFn, RunContext, open_local_runner
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId, RunStore
+from .._ownership._base import RunStoreBase
 from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
@@ -187,6 +188,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "list": _list,
         "history": _history,
         "show": _show,
+        "runs": _runs,
         "next": _next,
         "remove": partial(_set_enabled, enabled=False, remove=True),
         "enable": partial(_set_enabled, enabled=True, remove=False),
@@ -646,6 +648,44 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         print(f"{name.ljust(width)}  {value}")
+    return 0
+
+
+async def _runs(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    if args.limit < 1:
+        raise CliError("--limit: must be a positive number of runs", 2)
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (_store, runs):
+        if not isinstance(runs, RunStoreBase):
+            raise CliError(f"{shown_db(db)}: this run store cannot list runs", 1)
+        rows = await runs.list_runs(
+            statuses=args.state, limit=args.limit, newest_first=True, trigger_id=args.trigger
+        )
+    reports = [RunReport.of(row) for row in rows]
+    if args.json:
+        print_json(reports)
+        return 0
+    if not reports:
+        print("no runs recorded")
+        return 0
+
+    def when(ms: int | None) -> str:
+        return "-" if ms is None else _when(ms, utc=args.utc)
+
+    table = [
+        [
+            r.run_id,
+            r.status,
+            r.trigger_id or "-",
+            when(r.occurrence),
+            when(r.started_at),
+            when(r.finished_at),
+            (r.error or "")[:60],
+        ]
+        for r in reports
+    ]
+    headers = ["RUN", "STATUS", "TRIGGER", "OCCURRENCE", "STARTED", "FINISHED", "ERROR"]
+    print(render_table(headers, table))
     return 0
 
 
