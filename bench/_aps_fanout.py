@@ -19,6 +19,7 @@ from apscheduler.datastores.memory import MemoryDataStore
 from apscheduler.triggers.cron import CronTrigger
 
 launches: list[tuple[float, float]] = []  # (launch wall time s, lateness ms)
+completions: list[tuple[float, float]] = []  # (job end wall time s, lateness ms)
 
 
 async def job() -> None:
@@ -27,6 +28,9 @@ async def job() -> None:
     fire = info.scheduled_fire_time
     if fire is not None:
         launches.append((now.timestamp(), (now - fire).total_seconds() * 1000))
+        await anyio.lowlevel.checkpoint()
+        end = datetime.now(UTC)
+        completions.append((end.timestamp(), (end - fire).total_seconds() * 1000))
 
 
 async def run(kind: str, n: int, seconds: float, warmup: float, db_path: str) -> dict[str, Any]:
@@ -56,6 +60,7 @@ async def run(kind: str, n: int, seconds: float, warmup: float, db_path: str) ->
     return {
         "fires": len(window),
         "lateness_ms": window,
+        "completion_ms": [late for at, late in completions if t0 <= at < t1],
         "window_s": t1 - t0,
         "cpu_s": cpu1 - cpu0,
         "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

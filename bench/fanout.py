@@ -13,6 +13,9 @@ Systems measured in the same run:
 
 * ``trio-triggers``: SQLite store (WAL file, inline executor), ``NoopRunner`` whose ``start``
   records the lateness, ``serve`` with wake-on-deadline;
+* ``trio-triggers LocalRunner``: ``open_triggers`` with its defaults (SQLite for both stores,
+  the LocalRunner) and flows that return at once; its ``done`` columns are the lateness from
+  occurrence to the ledger's ``completed``;
 * ``APScheduler trio/memory``: APScheduler 4.0.0a6 ``AsyncScheduler`` on Trio (AnyIO) with the
   in-memory data store;
 * ``APScheduler asyncio/sqlite``: the same with ``SQLAlchemyDataStore`` over aiosqlite on asyncio.
@@ -115,6 +118,66 @@ def run_ours(n: int, seconds: float, warmup: float, db_path: str) -> dict[str, A
     return result
 
 
+def run_local(n: int, seconds: float, warmup: float, db_path: str) -> dict[str, Any]:
+    """``open_triggers`` with its defaults: SQLite for both stores, the LocalRunner, flows that
+    return at once. Lateness is measured twice: at the flow's start (launch) and when the
+    ledger records the boundary ``completed`` (completion)."""
+    import trio
+
+    import trio_triggers
+    from trio_triggers import RunContext
+    from trio_triggers._clock import SystemWallClock
+
+    clock = SystemWallClock()
+    launches: list[tuple[int, int]] = []  # (flow start wall ms, lateness ms)
+    completions: list[tuple[int, int]] = []  # (ledger "completed" wall ms, lateness ms)
+
+    async def main() -> dict[str, Any]:
+        setup_started = time.perf_counter()
+        async with trio_triggers.open_triggers(db_path, clock=clock, concurrency=max(4, n)) as app:
+
+            @app.flow
+            async def noop(input: Any, run: RunContext) -> None:
+                now = clock.now_ms()
+                launches.append((now, now - _occurrence_of(run.idempotency_key or "")))
+
+            store = app.store
+            record = store.record_result
+
+            async def recorded(result: Any) -> None:
+                await record(result)
+                if result.outcome == "completed":
+                    now = clock.now_ms()
+                    completions.append((now, now - result.occurrence))
+
+            # The bench's own probe on the ledger write (the store object is the app's).
+            store.record_result = recorded  # type: ignore[method-assign]
+            for i in range(n):
+                await app.schedule(f"t{i:05d}", noop, cron="* * * * * *", timezone="UTC")
+            setup_s = time.perf_counter() - setup_started
+            async with trio.open_nursery() as nursery:
+                await nursery.start(app.serve)
+                await trio.sleep(warmup)
+                cpu0 = time.process_time()
+                t0 = clock.now_ms()
+                await trio.sleep(seconds)
+                t1 = clock.now_ms()
+                cpu1 = time.process_time()
+                nursery.cancel_scope.cancel()
+        return {
+            "fires": sum(1 for at, _ in launches if t0 <= at < t1),
+            "lateness_ms": [late for at, late in launches if t0 <= at < t1],
+            "completion_ms": [late for at, late in completions if t0 <= at < t1],
+            "window_s": (t1 - t0) / 1000,
+            "cpu_s": cpu1 - cpu0,
+            "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "setup_s": setup_s,
+        }
+
+    result: dict[str, Any] = trio.run(main)
+    return result
+
+
 # --------------------------------------------------------------------------- orchestration
 
 
@@ -168,13 +231,16 @@ def summarise(name: str, n: int, data: dict[str, Any]) -> dict[str, Any]:
         "cpu_per_1000": 1000 * float(data["cpu_s"]) / fires if fires else float("nan"),
         "rss_mb": int(data["peak_rss_kb"]) / 1024,
         "setup_s": float(data["setup_s"]),
+        "done_p50": percentile([float(x) for x in data.get("completion_ms", [])], 0.50),
+        "done_p99": percentile([float(x) for x in data.get("completion_ms", [])], 0.99),
     }
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     header = (
         f"{'system':<28} {'N':>6} {'fires/s':>9} {'expected':>9} {'ratio':>6} "
-        f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'CPU s/1k':>9} {'RSS MB':>7}"
+        f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'CPU s/1k':>9} {'RSS MB':>7} "
+        f"{'done p50':>8} {'done p99':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -187,23 +253,35 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"{row['system']:<28} {row['n']:>6} {row['fires_per_s']:>9.1f} "
             f"{row['expected_per_s']:>9.0f} {ratio:>6.2f} {row['p50']:>8.1f} "
             f"{row['p99']:>8.1f} {row['max']:>8.1f} {row['cpu_per_1000']:>9.3f} "
-            f"{row['rss_mb']:>7.1f}"
+            f"{row['rss_mb']:>7.1f} {row['done_p50']:>8.1f} {row['done_p99']:>8.1f}"
         )
 
 
 def compare(rows: list[dict[str, Any]]) -> None:
-    ours = {r["n"]: r for r in rows if r["system"] == "trio-triggers sqlite" and "error" not in r}
+    def by_n(system: str) -> dict[int, dict[str, Any]]:
+        return {r["n"]: r for r in rows if r["system"] == system and "error" not in r}
+
+    ours, local = by_n("trio-triggers sqlite"), by_n("trio-triggers LocalRunner")
     print()
     for row in rows:
-        if row["system"] == "trio-triggers sqlite" or "error" in row or row["n"] not in ours:
+        if row["system"].startswith("trio-triggers") or "error" in row:
             continue
-        mine = ours[row["n"]]
-        print(
-            f"N={row['n']:>5}: vs {row['system']:<26} fires/s ratio (ours/theirs) "
-            f"{mine['fires_per_s'] / max(row['fires_per_s'], 1e-9):.2f}, p99 ratio "
-            f"{mine['p99'] / max(row['p99'], 1e-9):.2f}, CPU/1k ratio "
-            f"{mine['cpu_per_1000'] / max(row['cpu_per_1000'], 1e-9):.2f}"
-        )
+        n = row["n"]
+        if n in ours:
+            mine = ours[n]
+            print(
+                f"N={n:>5}: vs {row['system']:<26} fires/s ratio (ours/theirs) "
+                f"{mine['fires_per_s'] / max(row['fires_per_s'], 1e-9):.2f}, p99 ratio "
+                f"{mine['p99'] / max(row['p99'], 1e-9):.2f}, CPU/1k ratio "
+                f"{mine['cpu_per_1000'] / max(row['cpu_per_1000'], 1e-9):.2f}"
+            )
+        if n in local:
+            mine = local[n]
+            print(
+                f"N={n:>5}: LocalRunner vs {row['system']:<14} completion p99 ratio "
+                f"(ours/theirs) {mine['done_p99'] / max(row['done_p99'], 1e-9):.2f}, "
+                f"launch p99 ratio {mine['p99'] / max(row['p99'], 1e-9):.2f}"
+            )
 
 
 def main() -> None:
@@ -220,9 +298,10 @@ def main() -> None:
     seconds = args.seconds or (3.0 if args.quick else 20.0)
     warmup = args.warmup or (2.5 if args.quick else 3.0)
 
-    if args.worker == "ours":
+    if args.worker in ("ours", "local"):
         n, db_path = counts[0], os.environ["FANOUT_DB"]
-        print(json.dumps(run_ours(n, seconds, warmup, db_path)))
+        worker = run_ours if args.worker == "ours" else run_local
+        print(json.dumps(worker(n, seconds, warmup, db_path)))
         return
 
     aps_python = None if args.no_apscheduler else ensure_apscheduler()
@@ -235,6 +314,12 @@ def main() -> None:
             print(f"measuring trio-triggers sqlite N={n} ...", flush=True)
             data = measure_env(cmd, {"FANOUT_DB": db})
             rows.append(summarise("trio-triggers sqlite", n, data))
+            print(f"measuring trio-triggers LocalRunner N={n} ...", flush=True)
+            local_cmd = [*cmd]
+            local_cmd[local_cmd.index("ours")] = "local"
+            local_db = str(Path(tmp) / f"local-{n}.sqlite")
+            data = measure_env(local_cmd, {"FANOUT_DB": local_db})
+            rows.append(summarise("trio-triggers LocalRunner", n, data))
             if aps_python is None:
                 continue
             for kind, label in (
@@ -248,7 +333,9 @@ def main() -> None:
                 rows.append(summarise(label, n, measure(aps_cmd)))
     print()
     print(f"every-second triggers, {seconds:g} s window after {warmup:g} s warm-up; lateness =")
-    print("launch time - occurrence; CPU s/1k = CPU seconds per 1000 fires in the window")
+    print("launch time - occurrence (for APScheduler and the LocalRunner: the job's or flow's")
+    print("start); done = completion time - occurrence (the ledger's 'completed' for the")
+    print("LocalRunner, the job's end for APScheduler); CPU s/1k = CPU seconds per 1000 fires")
     print()
     print_table(rows)
     compare(rows)
@@ -257,6 +344,14 @@ def main() -> None:
         keeps_up = ok[0]["fires_per_s"] >= 0.99 * 1000 and ok[0]["p99"] < 100
         print(
             f"\ngoal (N=1000 on SQLite keeps up, p99 < 100 ms): {'met' if keeps_up else 'NOT met'}"
+        )
+    local = [r for r in rows if r["system"] == "trio-triggers LocalRunner" and r["n"] == 100]
+    if local and "error" not in local[0]:
+        within = local[0]["done_p99"] <= 2 * local[0]["p99"]
+        print(
+            f"goal (N=100 LocalRunner: completion p99 within 2x launch p99): "
+            f"{'met' if within else 'NOT met'} ({local[0]['done_p99']:.1f} ms vs "
+            f"{local[0]['p99']:.1f} ms)"
         )
     postgres_section(counts, seconds, warmup, aps_python)
 
