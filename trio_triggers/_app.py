@@ -77,6 +77,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     finished_at: int | None
     owner: OwnerId | None
     """The process executing it right now (``None`` unless ``status == "running"``)."""
+    attempts: int
+    """How many times an owner began executing it: 1 for a run that ran once, 2 after a peer
+    took over from an owner that died, and so on (0 while it has never started)."""
     input: JsonValue
     result: JsonValue
     """The flow's return value once ``completed`` (``None`` before, or for another status)."""
@@ -98,6 +101,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             started_at=row.started_at_ms,
             finished_at=row.finished_at_ms,
             owner=row.owner,
+            attempts=row.attempts,
             input=_decoded(row.input_json),
             result=_decoded(row.result_json),
             error=row.error,

@@ -55,6 +55,7 @@ def test_history_and_show_give_the_flows_own_error(
     assert main(["show", failed["run_id"], *db, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "failed"
+    assert shown["attempts"] == 1
     assert shown["trigger_id"] == "b"
     assert shown["occurrence"] == failed["occurrence"]
     assert "the disk is full" in shown["error"]
@@ -62,6 +63,7 @@ def test_history_and_show_give_the_flows_own_error(
     assert main(["show", failed["run_id"], *db]) == 0
     text = capsys.readouterr().out
     assert "status      failed" in text
+    assert "attempts    1" in text
     assert "the disk is full" in text
 
     assert main(["show", "run-nobody", *db]) == 1

@@ -692,6 +692,28 @@ async def test_list_runs_and_find_claimable(store: RunStoreBase, clock: ManualCl
         await store.list_runs(statuses=["bogus"])  # type: ignore[list-item]
 
 
+async def test_attempts_count_each_start_by_an_owner(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    clock.set(1)
+    row = await created(store, "r")
+    assert row.attempts == 0
+    assert await store.claim_and_own("r", row.snapshot, A, 1) == Activated()
+    assert (await store.get("r")).attempts == 1
+    assert await store.heartbeat("r", A, 2) == Updated()
+    assert (await store.get("r")).attempts == 1  # a heartbeat is not a new attempt
+    # A suspends the run; B claims it and activates it: the second attempt.
+    assert await store.transition_owned("r", A, "suspended") == Transitioned()
+    clock.set(40_000)
+    parked = await store.get("r")
+    assert await store.claim("r", parked, B, 40_000) == Claimed(claimed_at_ms=40_000)
+    assert await store.activate("r", B, 40_000, parked.snapshot) == Activated()
+    again = await store.get("r")
+    assert (again.attempts, again.owner) == (2, B)
+    assert await store.transition_owned("r", B, "completed") == Transitioned()
+    assert (await store.get("r")).attempts == 2
+
+
 async def test_list_runs_newest_first_and_by_trigger(
     store: RunStoreBase, clock: ManualClock
 ) -> None:

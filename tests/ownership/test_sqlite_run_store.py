@@ -39,13 +39,16 @@ def raw(path: Path) -> sqlite3.Connection:
 
 async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
-    assert [name for name, _ in RUN_MIGRATIONS] == ["runs_0001_tt_runs"]
+    assert [name for name, _ in RUN_MIGRATIONS] == ["runs_0001_tt_runs", "runs_0002_attempts"]
     assert owns_run_migration("runs_0001_tt_runs")
     assert not owns_run_migration("0001_triggers")
     async with open_sqlite_run_store(str(path)) as store:
         assert await store.migrate() == []
     conn = raw(path)
-    assert conn.execute("SELECT name FROM tt_migrations").fetchall() == [("runs_0001_tt_runs",)]
+    assert conn.execute("SELECT name FROM tt_migrations ORDER BY name").fetchall() == [
+        ("runs_0001_tt_runs",),
+        ("runs_0002_attempts",),
+    ]
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('runs_0099_future')")
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('0042_someone_else')")
     conn.close()
@@ -54,6 +57,31 @@ async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
             pass
     assert info.value.code == "persistence_failed"
     assert "newer version" in info.value.message
+
+
+async def test_a_database_from_before_attempts_is_upgraded(tmp_path: Path) -> None:
+    # A file made by a release without the attempts column: the first migration only, one run.
+    path = tmp_path / "old.sqlite"
+    conn = raw(path)
+    conn.execute("CREATE TABLE tt_migrations (name TEXT PRIMARY KEY)")
+    for statement in RUN_MIGRATIONS[0][1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO tt_migrations (name) VALUES ('runs_0001_tt_runs')")
+    conn.execute(
+        "INSERT INTO tt_runs (run_id, status, created_at_ms, state_json) "
+        "VALUES ('old', 'pending', 5, '{}')"
+    )
+    conn.close()
+    clock = ManualClock(10)
+    async with open_sqlite_run_store(str(path), clock=clock) as store:
+        assert (await store.get("old")).attempts == 0
+        row = await store.get("old")
+        assert await store.claim_and_own("old", row.snapshot, A, 10) == Activated()
+        assert (await store.get("old")).attempts == 1
+    conn = raw(path)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("UPDATE tt_runs SET attempts = -1 WHERE run_id = 'old'")
+    conn.close()
 
 
 async def test_opened_on_a_shared_database(tmp_path: Path) -> None:
@@ -69,7 +97,7 @@ async def test_opened_on_a_shared_database(tmp_path: Path) -> None:
     names = await db.transaction(
         lambda c: c.execute("SELECT name FROM tt_migrations ORDER BY name").fetchall()
     )
-    assert names == [("0001_triggers",), ("runs_0001_tt_runs",)]
+    assert names == [("0001_triggers",), ("runs_0001_tt_runs",), ("runs_0002_attempts",)]
     async with open_sqlite_run_store(db, clock=clock) as again:
         assert (await again.get("r")).owner == A
     await db.aclose()

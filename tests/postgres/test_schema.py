@@ -30,7 +30,10 @@ async def migrate_both(dsn: str) -> None:
             "0004_fire_run_index",
             "0005_attention",
         ]
-        assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == ["runs_0001_tt_runs"]
+        assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == [
+            "runs_0001_tt_runs",
+            "runs_0002_attempts",
+        ]
         # The two stores share tt_migrations without mistaking each other's names for "newer".
         assert await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration) == []
         assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == []

@@ -46,6 +46,7 @@ COLUMNS: Final = (
     "result_json",
     "error",
     "idempotency_key",
+    "attempts",
 )
 SELECT_LIST: Final = ", ".join(COLUMNS)
 
@@ -83,6 +84,7 @@ def row_columns(row: RunRow) -> dict[str, object]:
         "result_json": row.result_json,
         "error": row.error,
         "idempotency_key": row.idempotency_key,
+        "attempts": row.attempts,
     }
 
 
@@ -176,6 +178,9 @@ def _decode(v: Sequence[Any]) -> RunRow:
     result_json = _json(v[18], "result_json")
     error = v[19]
     key = _text(v[20], "idempotency_key")
+    attempts = v[21]
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise _Bad("column attempts is not a non-negative integer")
     if error is not None and not isinstance(error, str):
         raise _Bad("column error is not text")
     if any(x is None for x in v[5:8]) != all(x is None for x in v[5:8]):
@@ -219,4 +224,5 @@ def _decode(v: Sequence[Any]) -> RunRow:
         result_json=result_json,
         error=error,
         idempotency_key=key,
+        attempts=attempts,
     )

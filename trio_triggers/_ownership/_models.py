@@ -91,6 +91,9 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     result_json: str | None = None
     error: str | None = None
     idempotency_key: str | None = None
+    #: How many times an owner began executing the run (``activate`` or ``claim_and_own``):
+    #: 1 for a run that ran once, 2 after a peer took over from a dead owner, and so on.
+    attempts: int = 0
 
     @property
     def snapshot(self) -> RunSnapshot:

@@ -133,6 +133,14 @@ RUN_MIGRATIONS: list[Migration] = [
             "(status, created_at_ms, run_id)",
         ],
     ),
+    (
+        # Our addition: how many times an owner began executing the run (RunRow.attempts).
+        "runs_0002_attempts",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0 "
+            "CONSTRAINT tt_runs_attempts CHECK (typeof(attempts) = 'integer' AND attempts >= 0)",
+        ],
+    ),
 ]
 
 

@@ -641,6 +641,7 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         ("started", when(report.started_at)),
         ("finished", when(report.finished_at)),
         ("owner", "-" if owner is None else f"{owner.host_id} pid {owner.pid}"),
+        ("attempts", str(report.attempts)),
         ("input", msgspec.json.encode(report.input).decode()),
         ("result", "-" if report.result is None else msgspec.json.encode(report.result).decode()),
         ("error", report.error or "-"),

@@ -185,4 +185,12 @@ RUN_MIGRATIONS: list[Migration] = [
             '(status, created_at_ms, run_id COLLATE "C")',
         ],
     ),
+    (
+        # Our addition, as on SQLite: how many times an owner began executing the run.
+        "runs_0002_attempts",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN IF NOT EXISTS attempts BIGINT NOT NULL DEFAULT 0 "
+            "CONSTRAINT tt_runs_attempts CHECK (attempts >= 0)",
+        ],
+    ),
 ]
