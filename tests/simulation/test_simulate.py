@@ -110,15 +110,8 @@ def test_planted_bug_is_caught_in_nearly_every_seed(bug: str) -> None:
         simulate(first.seed, buggy)
     assert again.value.violation == first.violation
     assert again.value.trace == first.trace
-
-
-@pytest.mark.parametrize("bug", sorted(PLANTED))
-def test_planted_bug_world_is_clean_without_the_bug(bug: str) -> None:
-    # The same worlds without the bug break no invariant. Three seeds here to keep CI short;
-    # all twenty pass (`nox -s simulate_planted`, docs/simulation.md).
-    config = PLANTED[bug].config
-    for seed in range(3):
-        simulate(seed, config)
+    # ... and the same world without the bug is clean (all 20 seeds are: `--planted`).
+    simulate(first.seed, config)
 
 
 # --------------------------------------------------------------------------- CI seed sets

@@ -20,6 +20,22 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return chosen
 
 
+# A skip raised inside an async test or fixture loses its reason under pytest-trio (and
+# tests/conftest.py fails a skip without one), so the backend-dependent skips are sync fixtures.
+@pytest.fixture
+def sql_only(backend: Backend) -> None:
+    """Skip a test about SQL schemas (migrations, CHECK constraints) on the memory store."""
+    if not backend.sql:
+        pytest.skip("about a SQL schema: the memory store has none")
+
+
+@pytest.fixture
+def memory_only(backend: Backend) -> None:
+    """Skip a test of rows a SQL schema's CHECK constraints never admit."""
+    if backend.sql:
+        pytest.skip("the schema's CHECK constraints keep such rows out of SQL stores")
+
+
 @pytest.fixture
 async def env(backend: Backend, tmp_path: Path) -> AsyncIterator[Env]:
     clock = ManualClock(0)

@@ -217,9 +217,8 @@ async def test_register_many_leaves_unchanged_declarations_alone(env: Env) -> No
     assert await store.get("t9") is None  # refused whole: nothing written
 
 
+@pytest.mark.usefixtures("sql_only")
 async def test_rows_from_before_the_index_are_computed_by_the_first_due_read(env: Env) -> None:
-    if not env.backend.sql:
-        pytest.skip("only SQL databases are migrated")
     await env.store.register(hourly())
     await env.backdoor.set_columns("daily", attention_at_ms=UNKNOWN, registered_at_ms=None)
     env.clock.value = 2 * H + 5

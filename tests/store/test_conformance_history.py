@@ -77,9 +77,8 @@ async def test_history_checks_limit_before_anything(env: Env) -> None:
         await env.store.history(HistoryQuery(limit=-1))
 
 
+@pytest.mark.usefixtures("memory_only")
 async def test_history_corrupt_outcome_is_a_read_failure(env: Env) -> None:
-    if env.backend.sql:
-        pytest.skip("the schema's CHECK constraint keeps such rows out of SQL stores")
     await env.register()
     await env.backdoor.put_fire("daily", 1, "exploded")
     with raises("store", "trigger store read failed"):

@@ -7,12 +7,17 @@
   otherwise kept as a string (the last 4 000 characters), ``null`` when empty;
 * a non-zero status (or death by a signal, or the timeout) fails the run with an error that
   keeps the tail of stderr;
-* cancelling the run (a cancel request, a lost lease, Ctrl-C) kills the process: Trio's
-  ``run_process`` terminates it, then kills it if it does not exit promptly.
+* the command runs in a session (and process group) of its own, so everything it starts
+  belongs to the run. Cancelling the run (a cancel request, a supersede, a lost lease, the
+  timeout, Ctrl-C or the CLI's shutdown) ends the whole group: ``SIGTERM`` to every process in
+  it, then ``SIGKILL`` to whatever is left after ``kill_grace`` seconds (5 by default).
+  Signalling only the command would leave its children running: ``sh -c "work; sleep 37"``
+  killed alone leaves the ``sleep`` behind, owned by nobody, after its run has ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -31,6 +36,14 @@ __all__ = ["CommandFailed", "CommandFlow"]
 
 STDERR_TAIL = 2_000
 STDOUT_TAIL = 4_000
+#: Seconds between ``SIGTERM`` and ``SIGKILL`` to a cancelled command's process group.
+KILL_GRACE = 5.0
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Send ``signum`` to process group ``pgid``; nothing left in it is not an error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
 
 
 class CommandFailed(Exception):
@@ -54,9 +67,13 @@ class CommandFlow:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        kill_grace: float = KILL_GRACE,
     ) -> None:
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise TypeError("a command is a non-empty list of strings")
+        if not kill_grace >= 0:
+            raise ValueError("kill_grace must be a non-negative number of seconds")
+        self.kill_grace = float(kill_grace)
         self.argv = list(argv)
         self.timeout = timeout
         self.env = dict(env or {})
@@ -64,6 +81,14 @@ class CommandFlow:
 
     def __repr__(self) -> str:
         return f"CommandFlow({self.argv!r})"
+
+    async def _end_group(self, proc: trio.Process) -> None:
+        """End a cancelled command and everything it started (its process group)."""
+        _signal_group(proc.pid, signal.SIGTERM)
+        with trio.move_on_after(self.kill_grace):
+            await proc.wait()
+        # The leader may be gone while its children linger (or ignore SIGTERM): end them all.
+        _signal_group(proc.pid, signal.SIGKILL)
 
     async def __call__(self, input: Any, run: RunContext) -> Any:
         env = dict(os.environ)
@@ -82,6 +107,8 @@ class CommandFlow:
                 check=False,
                 env=env,
                 cwd=self.cwd,
+                start_new_session=True,
+                deliver_cancel=self._end_group,
             )
         if scope.cancelled_caught:
             raise CommandFailed(f"command {self.argv[0]} timed out after {self.timeout} s")
