@@ -7,6 +7,7 @@ so a bad config or a bad flag exits with status 2 and writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -39,7 +40,8 @@ from ._time import format_local, parse_duration, relative
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
+    from typing import TextIO
 
 __all__ = ["CliError", "dispatch"]
 
@@ -292,6 +294,10 @@ class _EventPrinter:
         self.seen: dict[tuple[str, int], str | None] = {}
         self.first = True
         self.owners: dict[str, OwnerId | None] = {}
+        self.out: TextIO = sys.stdout
+        """Where the events go: the CLI's own stdout (see :func:`_cli_stdout`)."""
+        self.pipe_closed = False
+        """Set when the reader of ``out`` went away (``run --json | head``)."""
 
     async def _owner(self, run_id: str | None) -> OwnerId | None:
         if run_id is None or is_reservation(run_id):
@@ -307,12 +313,23 @@ class _EventPrinter:
             self.owners[run_id] = found
         return self.owners[run_id]
 
-    async def run(self) -> None:
-        while True:
+    async def run(self, stop: trio.CancelScope) -> None:
+        """Print events until cancelled; a closed pipe stops the whole ``run`` (``stop``)
+        quietly, as Ctrl-C would: nobody is left to read what it would print."""
+        while not self.pipe_closed:
             await self.poll()
             await trio.sleep(EVENT_POLL_S)
+        stop.cancel()
 
     async def poll(self) -> None:
+        if self.pipe_closed:
+            return
+        try:
+            await self._poll()
+        except BrokenPipeError:
+            self.pipe_closed = True
+
+    async def _poll(self) -> None:
         try:
             page = await self.store.history(HistoryQuery(limit=100))
         except TriggerError as exc:
@@ -329,7 +346,8 @@ class _EventPrinter:
             owner = await self._owner(record.run_id)
             if self.json_output:
                 print_json(
-                    {
+                    out=self.out,
+                    value={
                         "event": "fire",
                         "trigger_id": record.trigger_id,
                         "occurrence": record.occurrence,
@@ -340,12 +358,12 @@ class _EventPrinter:
                         "owner": None
                         if owner is None
                         else {"host_id": owner.host_id, "pid": owner.pid},
-                    }
+                    },
                 )
             else:
                 label = None if owner is None else f"{owner.host_id}:{owner.pid}"
-                print(_event_line(record, self.clock.now_ms(), label))
-        sys.stdout.flush()
+                print(_event_line(record, self.clock.now_ms(), label), file=self.out)
+        self.out.flush()
         self.first = False
 
 
@@ -376,8 +394,51 @@ async def _status_lines(counters: dict[str, int], running: Callable[[], int]) ->
         )
 
 
+PIPE_CLOSED_STATUS = 141
+"""``run``'s exit status when its stdout's reader went away: 128 + SIGPIPE, what a shell
+reports for a process a closed pipe stops (``yes | head``)."""
+
+
+@contextlib.contextmanager
+def _cli_stdout() -> Iterator[TextIO]:
+    """Yield the stream for ``run``'s own output, and send everything else written to stdout
+    meanwhile (a Python flow's ``print``, a child process inheriting fd 1) to stderr, so the
+    event stream stays parseable whatever flows print and a flow never meets a closed pipe."""
+    sys.stdout.flush()
+    try:
+        out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # not file-backed (captured in-process)
+        events = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            yield events
+        return
+    saved = os.dup(out_fd)
+    events = os.fdopen(os.dup(out_fd), "w", encoding="utf-8", errors="replace")
+    try:
+        os.dup2(err_fd, out_fd)
+        yield events
+    finally:
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()  # a flow's last line, to stderr
+        with contextlib.suppress(OSError):
+            events.close()  # closes even when its flush meets a closed pipe
+        os.dup2(saved, out_fd)
+        os.close(saved)
+
+
 async def _run(
     args: argparse.Namespace, loaded: LoadedConfig, db: str, duration: float | None
+) -> int:
+    with _cli_stdout() as events:
+        return await _serve(args, loaded, db, duration, events)
+
+
+async def _serve(
+    args: argparse.Namespace,
+    loaded: LoadedConfig,
+    db: str,
+    duration: float | None,
+    events: TextIO,
 ) -> int:
     clock = SystemWallClock()
     mine: set[str] = set()
@@ -442,8 +503,9 @@ async def _run(
                 trigger_store, run_store, clock, json_output=args.json, counters=counters, me=owner
             )
             printer.mine = mine
+            printer.out = events
             if not args.quiet:
-                nursery.start_soon(printer.run)
+                nursery.start_soon(printer.run, nursery.cancel_scope)
                 nursery.start_soon(_status_lines, counters, lambda: len(runner.running))
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
             try:
@@ -458,6 +520,9 @@ async def _run(
             # The outcomes written since the last poll (the last boundary's launches).
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await printer.poll()
+    if not args.quiet and printer.pipe_closed:
+        print("-- stdout was closed: stopped", file=sys.stderr)
+        return PIPE_CLOSED_STATUS
     if handed_back:
         print(
             f"-- stopped; {handed_back} running flow(s) were handed back for the next start",
