@@ -23,7 +23,7 @@ import datetime
 import inspect
 import os
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Final, TypeVar, final, overload
 
 import msgspec
 import trio
@@ -143,6 +143,7 @@ def _boundary_of(key: str | None) -> tuple[str | None, int | None]:
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
+@final
 class Triggers:
     """The durable stack of one database, opened by :func:`open_triggers`.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Protocol, runtime_checkable
+from typing import Protocol, final, runtime_checkable
 
 import trio
 
@@ -26,6 +26,7 @@ class WallClock(Protocol):
     def now_ms(self) -> int: ...
 
 
+@final
 class SystemWallClock:
     """The operating system's wall clock (the only code that reads it)."""
 
@@ -36,6 +37,7 @@ class SystemWallClock:
         return "SystemWallClock()"
 
 
+@final
 class TrioWallClock:
     """``epoch_ms + floor((trio.current_time() - t0) * 1000)``.
 

@@ -30,7 +30,7 @@ import re
 import threading
 import zoneinfo
 from functools import lru_cache
-from typing import Final, Literal
+from typing import Final, Literal, final
 
 from croniter import croniter
 
@@ -764,6 +764,7 @@ def _previous_fast(compiled: _Compiled, zone: _Zone, at: int) -> int | None:
     return found
 
 
+@final
 class Cron:
     """A parsed cron expression with its timezone; immutable and safe to share.
 

@@ -8,7 +8,7 @@ never abandoned (``abandon_on_cancel=False``): bound the work server-side instea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple, final
 
 import trio
 
@@ -27,6 +27,7 @@ class Executor(Protocol):
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T: ...
 
 
+@final
 class InlineExecutor:
     """Run ``fn`` on the Trio thread after a checkpoint."""
 
@@ -38,6 +39,7 @@ class InlineExecutor:
         return "InlineExecutor()"
 
 
+@final
 class ThreadExecutor:
     """Run ``fn`` in a worker thread, at most ``limit`` at a time.
 

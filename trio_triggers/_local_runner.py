@@ -26,7 +26,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final, runtime_checkable
 
 import msgspec
 import trio
@@ -82,6 +82,7 @@ _SHUTDOWN_GRACE_S = 5.0
 _CANDIDATE_LIMIT = 200
 
 
+@final
 class RunContext:
     """What a flow receives beside its input: the run's identity, cancellation and progress.
 
@@ -203,6 +204,7 @@ class _Worker:
 Finish = tuple[Literal["completed", "failed", "cancelled"], str | None, str | None]
 
 
+@final
 class LocalRunner:
     """A durable runner over a ``RunStore``; see the module docs and ``docs/process-death.md``.
 

@@ -15,7 +15,7 @@ so this module is also where its API gets its types.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, final
 
 import trio_util
 
@@ -34,6 +34,7 @@ def _any_transition(value: object, old: object) -> bool:
     return True
 
 
+@final
 class Watched(Generic[T]):
     """A read-only value you can wait on (a view of a ``trio_util.AsyncValue``).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import NoReturn
+from typing import NoReturn, final
 
 import trio
 
@@ -56,6 +56,7 @@ class _State:
         self.failing = False
 
 
+@final
 class Lease:
     """A read-only view of a held lease (yielded by :func:`hold_lease`)."""
 

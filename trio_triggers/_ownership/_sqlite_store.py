@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, final
 
 from .._errors import RunStoreError
 from .._migrations import Migration, owns_run_migration
@@ -163,6 +163,7 @@ def _write(conn: sqlite3.Connection, old: RunRow | None, new: RunRow) -> None:
         raise sqlite3.OperationalError("the row disappeared inside its transaction")
 
 
+@final
 class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     """The SQLite :class:`~trio_triggers.RunStore`. Build it with :func:`open_sqlite_run_store`.
 

@@ -10,7 +10,7 @@ awaiting approval it simply offers the same request again, with pauses doubling 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 
 import msgspec
 import trio
@@ -132,6 +132,7 @@ _STOPPED: dict[str, RunState] = {
 }
 
 
+@final
 class ControlRunner:
     """Implements :class:`~trio_triggers.Runner` over a :class:`ControlPlane`."""
 

@@ -20,7 +20,7 @@ import contextlib
 import copy
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
 
 import trio
 
@@ -107,6 +107,7 @@ def _copy_input(value: Any) -> Any:
     return copy.deepcopy(value) if isinstance(value, dict | list) else value
 
 
+@final
 class Scheduler:
     """One scheduler instance; obtain it from :func:`open_scheduler`."""
 

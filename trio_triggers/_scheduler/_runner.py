@@ -8,7 +8,7 @@ once per claimed occurrence), ``inspect`` and ``cancel``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, final, runtime_checkable
 
 import msgspec
 import trio
@@ -79,6 +79,7 @@ InspectFn = Callable[[str], Awaitable[RunState]]
 CancelFn = Callable[[str], Awaitable[None]]
 
 
+@final
 class NoopRunner:
     """A runner that runs nothing.
 

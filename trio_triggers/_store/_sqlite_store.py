@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
@@ -228,6 +228,7 @@ class _SqliteTx:
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OverflowError)
 
 
+@final
 class SqliteTriggerStore(EngineStore):
     """A :class:`TriggerStore` on an open :class:`SqliteDatabase`.
 

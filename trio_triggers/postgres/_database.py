@@ -30,7 +30,7 @@ it. PostgreSQL DDL is transactional, so a migration that fails leaves nothing be
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, final
 
 import psycopg
 import psycopg.conninfo
@@ -79,6 +79,7 @@ def _positive_seconds(name: str, value: float) -> float:
     return float(value)
 
 
+@final
 class TimeoutSettings:
     """Server-side bounds set on every pooled connection (seconds).
 
@@ -153,6 +154,7 @@ def build_conninfo(dsn: str, timeouts: TimeoutSettings, *, application_name: str
     return psycopg.conninfo.make_conninfo(dsn, **extra)
 
 
+@final
 class PostgresDatabase:
     """A pool of PostgreSQL connections used by one store.
 

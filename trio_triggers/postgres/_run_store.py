@@ -18,7 +18,7 @@ pooled connection.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, final
 
 import psycopg
 import psycopg.errors
@@ -75,6 +75,7 @@ def _update_and_commit(conn: Connection, old: RunRow, new: RunRow) -> None:
         raise psycopg.OperationalError("the row disappeared inside its transaction")
 
 
+@final
 class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     """The PostgreSQL :class:`~trio_triggers.RunStore`; build it with
     :func:`open_postgres_run_store`.

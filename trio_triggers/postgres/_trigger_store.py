@@ -16,7 +16,7 @@ no claim reads). Read-only methods take no locks (READ COMMITTED: one consistent
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import psycopg
 
@@ -284,6 +284,7 @@ class _PostgresTx:
         return None if row is None else (row[0], row[1])
 
 
+@final
 class PostgresTriggerStore(EngineStore):
     """A :class:`~trio_triggers.TriggerStore` on an open :class:`PostgresDatabase`.
 

@@ -12,7 +12,7 @@ idle.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple, final
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,6 +27,7 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 
+@final
 class AutojumpGuardExecutor:
     """An :class:`~trio_triggers.Executor` that pauses ``clock``'s autojump during calls.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, final
 
 import msgspec
 import trio
@@ -139,6 +139,7 @@ class CallObserver(Protocol):
 DecideFn = Callable[[str, str, tuple[Any, ...]], Fault | None]
 
 
+@final
 class Blocker:
     """Holds every call of one method until :meth:`release`; see :meth:`_FaultingBase.block`."""
 
@@ -469,6 +470,7 @@ class FaultyTriggerStore(_FaultingBase):
         return answer
 
 
+@final
 class FaultyRunStore(_FaultingBase):
     """A :class:`~trio_triggers.RunStore` wrapper that records calls and injects faults.
 

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, final
 
 from .._errors import RunStoreError, TriggerError
 from .._ownership._models import ClaimLost, NotFound
@@ -27,6 +27,7 @@ def _unavailable(method: str) -> AsyncFn:
     return unavailable
 
 
+@final
 class NoopTriggerStore:
     """A trigger store that does nothing: each method raises ``store``, ``<method> is
     unavailable`` unless replaced by a keyword override (an async callable)."""
@@ -72,6 +73,7 @@ def _default(method: str) -> AsyncFn:
     return default
 
 
+@final
 class ScriptedRunStore:
     """A run store whose operations answer the defaults of ``ownership.md`` §10.17 unless
     overridden one by one (``ScriptedRunStore(reconfirm=my_async_fn)``). Every call is recorded

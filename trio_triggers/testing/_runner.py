@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, final
 
 import msgspec
 import trio
@@ -74,6 +74,7 @@ PlanFn = Callable[[StartRequestLike, int], RunPlan]
 CallHook = Callable[[str, str], RunPlan | None]
 
 
+@final
 class ScriptedRunner:
     """A :class:`~trio_triggers.Runner` whose every run is scripted.
 
