@@ -374,6 +374,12 @@ async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
         # quiet 2-core machine: 96-100% in most runs, 82.6% in the worst (PostgreSQL,
         # supersede, 9 reservations of killed claimants). The aim is 90%; the bar is 75% so
         # that a bad draw of kills does not fail CI. Boundaries blocked behind a killed
-        # claimant's reservation are not in the count; they may not be most of the window.
+        # claimant's reservation are not in the count: one kill between a tick's claim and its
+        # launches strands every trigger that tick claimed for the reservation lease (five
+        # minutes, longer than the test), so a kill early in the window can block most of it
+        # (580 blocked against 200 counted in one CI run, all twenty triggers stranded by one
+        # kill ten seconds in). An earlier bound, "blocked at most the counted boundaries",
+        # failed on such a draw although every guarantee held, so it is gone: what is blocked
+        # is the contract's reservation lease at work, and the checks above (no boundary
+        # missing, one run per key, everything settled) cover the blocked boundaries too.
         assert counts["completed_in_window"] >= 0.75 * counts["boundaries"], counts
-        assert counts["blocked"] <= counts["boundaries"], counts
