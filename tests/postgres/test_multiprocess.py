@@ -43,7 +43,7 @@ import psycopg
 import pytest
 import trio
 
-from tests.pg_support import fresh_schema
+from tests.pg_support import fresh_schema, postgres_marks
 from trio_triggers import SystemWallClock
 from trio_triggers._declarations import Trigger
 from trio_triggers._identities import idempotency_key, reservation_occurrence
@@ -315,7 +315,7 @@ def database(kind: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("overlap", ["skip", "buffer-one", "supersede"])
-@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=postgres_marks()), "sqlite"])
 async def test_killed_and_restarted_processes_lose_and_duplicate_nothing(
     kind: str, overlap: str, tmp_path: Path
 ) -> None:

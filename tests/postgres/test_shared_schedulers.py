@@ -39,7 +39,7 @@ import psycopg
 import pytest
 import trio
 
-from tests.pg_support import fresh_schema
+from tests.pg_support import fresh_schema, postgres_marks
 from trio_triggers import SystemWallClock, Trigger, open_sqlite_trigger_store
 from trio_triggers._identities import is_reservation
 from trio_triggers.postgres import open_postgres_trigger_store
@@ -181,7 +181,7 @@ async def run_children(db: str, runner: str, processes: int, tmp_path: Path) -> 
 
 
 CASES = [
-    pytest.param("postgres", overlap, runner, processes, marks=pytest.mark.postgres)
+    pytest.param("postgres", overlap, runner, processes, marks=postgres_marks())
     for overlap in ("skip", "buffer-one", "supersede")
     for runner in ("noop", "local")
     for processes in (2, 3)
