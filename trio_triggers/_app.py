@@ -36,7 +36,7 @@ from ._groups import one_exception
 from ._identities import BOUNDARY_STAMP_LENGTH, idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
-from ._ownership import OwnerId, RunRow, RunStatus, RunStore
+from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
@@ -86,6 +86,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
     cancel_requested_at: int | None
     idempotency_key: str | None
+    output: RunOutput | None = None
+    """What the flow printed (the tail of each stream, for a command flow), recorded with the
+    run's outcome; ``None`` while the run has not ended or when its flow recorded nothing."""
 
     @classmethod
     def of(cls, row: RunRow) -> RunReport:
@@ -107,7 +110,17 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             error=row.error,
             cancel_requested_at=row.cancel_requested_at_ms,
             idempotency_key=row.idempotency_key,
+            output=_output_of(row.output_json),
         )
+
+
+def _output_of(text: str | None) -> RunOutput | None:
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text, type=RunOutput)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # written by something newer or other than this library: not ours to read
 
 
 def _decoded(text: str | None) -> JsonValue:

@@ -38,12 +38,14 @@ from ._groups import one_exception
 from ._ownership import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_STALE_AFTER_MS,
+    OUTPUT_TAIL_BYTES,
     Activated,
     GuardFailed,
     LivenessCheck,
     LivenessContext,
     NotFound,
     OwnerId,
+    RunOutput,
     RunRow,
     RunStore,
     Transitioned,
@@ -91,10 +93,20 @@ class RunContext:
       was saved). A run that is executed again after its owner died starts with the state its
       previous attempt saved, which is how a flow skips work that is already done;
     * ``cancel_requested`` turns true as soon as the runner has seen a cancel request. The flow
-      body is then cancelled at its next checkpoint; the flag is for cleanup code.
+      body is then cancelled at its next checkpoint; the flag is for cleanup code;
+    * :meth:`record_output` hands the runner what the flow printed; it is written with the
+      run's outcome (``RunRow.output_json``, shown by ``trio-triggers show``).
     """
 
-    __slots__ = ("_cancel_seen", "_save", "flow_id", "idempotency_key", "run_id", "state")
+    __slots__ = (
+        "_cancel_seen",
+        "_output",
+        "_save",
+        "flow_id",
+        "idempotency_key",
+        "run_id",
+        "state",
+    )
 
     _cancel_seen: trio.Event
 
@@ -114,6 +126,7 @@ class RunContext:
         self.state: Any = state
         self._save = save
         self._cancel_seen = cancel_seen  # set by the runner's worker (the event is its own)
+        self._output: RunOutput | None = None
 
     @property
     def cancel_requested(self) -> bool:
@@ -132,6 +145,31 @@ class RunContext:
             raise TypeError(f"run state is not JSON-serialisable: {exc}") from None
         await self._save(text)
         self.state = msgspec.json.decode(text)
+
+    def record_output(self, output: RunOutput) -> None:
+        """Keep ``output`` (what the flow printed) to be written with the run's outcome.
+
+        Nothing is written yet: the runner stores it in the same transaction as the result,
+        the failure or the cancellation, so a run's output and its end never disagree. A later
+        call replaces an earlier one. Text longer than :data:`OUTPUT_TAIL_BYTES` characters is
+        cut to its tail (the stream sizes are kept), so a chatty flow cannot make its run's row
+        unbounded.
+        """
+        if not isinstance(output, RunOutput):
+            raise TypeError("record_output takes a RunOutput")
+        stdout = output.stdout[-OUTPUT_TAIL_BYTES:]
+        stderr = output.stderr[-OUTPUT_TAIL_BYTES:]
+        self._output = RunOutput(
+            stdout=stdout,
+            stderr=stderr,
+            stdout_bytes=max(output.stdout_bytes, len(output.stdout)),
+            stderr_bytes=max(output.stderr_bytes, len(output.stderr)),
+        )
+
+    @property
+    def output(self) -> RunOutput | None:
+        """What :meth:`record_output` kept (``None`` until it is called)."""
+        return self._output
 
     def __repr__(self) -> str:
         return f"RunContext(run_id={self.run_id!r}, flow_id={self.flow_id!r})"
@@ -481,7 +519,10 @@ class LocalRunner:
                             msgspec.json.decode(row.input_json) if row.input_json else None
                         )
                         result = await self._run_body(flow, input_value, context, worker)
-                    finished = await self._finish(run_id, result)  # the body's last await
+                    # The body's last await: the outcome, with what the flow printed.
+                    output = context.output
+                    output_json = None if output is None else msgspec.json.encode(output).decode()
+                    finished = await self._finish(run_id, result, output_json)
         except LeaseLost as exc:
             if not finished:
                 logger.warning(
@@ -588,7 +629,7 @@ class LocalRunner:
                     await self._store.acknowledge_cancel(run_id, self._owner, self._clock.now_ms())
                 return
 
-    async def _finish(self, run_id: str, result: Finish) -> bool:
+    async def _finish(self, run_id: str, result: Finish, output_json: str | None) -> bool:
         status, result_json, error = result
         guard = TransitionGuard(cancel_requested="present" if status == "cancelled" else "absent")
         outcome = await self._store.transition_owned(
@@ -598,6 +639,7 @@ class LocalRunner:
             result_json=result_json,
             error=error,
             guard=guard,
+            output_json=output_json,
         )
         if isinstance(outcome, Transitioned):
             return True
@@ -609,6 +651,7 @@ class LocalRunner:
                 "cancelled",
                 error="cancel requested before the run's outcome was recorded",
                 guard=TransitionGuard(cancel_requested="present"),
+                output_json=output_json,
             )
             return isinstance(outcome, Transitioned)
         return False

@@ -805,3 +805,39 @@ async def test_typical_stuck_claim(store: RunStoreBase, clock: ManualClock) -> N
     assert outcome == Recovered()
     assert await store.claim("r", row, B, 30_001) == Claimed(claimed_at_ms=30_001)
     assert await store.activate("r", B, 30_001, row) == Activated()
+
+
+async def test_output_is_written_with_the_outcome_and_read_back(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    from trio_triggers import OUTPUT_TAIL_BYTES, RunOutput
+
+    clock.set(1)
+    row = await created(store, "r")
+    assert row.output_json is None
+    assert await store.claim_and_own("r", row.snapshot, A, 1) == Activated()
+    output = RunOutput(stdout="out\n", stderr="é\n", stdout_bytes=9000, stderr_bytes=3)
+    text = msgspec.json.encode(output).decode()
+    # Output goes with a terminal transition only; a bad value writes nothing.
+    with pytest.raises(RunStoreError) as info:
+        await store.transition_owned("r", A, "suspended", output_json=text)
+    assert info.value.code == "invalid_run"
+    for bad in (
+        "[]",
+        '{"stdout": 1}',
+        '{"stdout": "x", "bogus": 1}',
+        '{"stdout": "abc", "stdout_bytes": 2}',
+        msgspec.json.encode({"stderr": "x" * (OUTPUT_TAIL_BYTES + 1)}).decode(),
+        "not json",
+    ):
+        with pytest.raises(RunStoreError) as info:
+            await store.transition_owned("r", A, "failed", error="boom", output_json=bad)
+        assert info.value.code == "invalid_run", bad
+    assert (await store.get("r")).status == "running"
+    assert await store.transition_owned("r", A, "failed", error="boom", output_json=text) == (
+        Transitioned()
+    )
+    done = await store.get("r")
+    assert done.output_json is not None
+    assert msgspec.json.decode(done.output_json, type=RunOutput) == output
+    assert (await store.list_runs())[0].output_json == done.output_json

@@ -39,7 +39,11 @@ def raw(path: Path) -> sqlite3.Connection:
 
 async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
-    assert [name for name, _ in RUN_MIGRATIONS] == ["runs_0001_tt_runs", "runs_0002_attempts"]
+    assert [name for name, _ in RUN_MIGRATIONS] == [
+        "runs_0001_tt_runs",
+        "runs_0002_attempts",
+        "runs_0003_output",
+    ]
     assert owns_run_migration("runs_0001_tt_runs")
     assert not owns_run_migration("0001_triggers")
     async with open_sqlite_run_store(str(path)) as store:
@@ -48,6 +52,7 @@ async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
     assert conn.execute("SELECT name FROM tt_migrations ORDER BY name").fetchall() == [
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
+        ("runs_0003_output",),
     ]
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('runs_0099_future')")
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('0042_someone_else')")
@@ -97,7 +102,12 @@ async def test_opened_on_a_shared_database(tmp_path: Path) -> None:
     names = await db.transaction(
         lambda c: c.execute("SELECT name FROM tt_migrations ORDER BY name").fetchall()
     )
-    assert names == [("0001_triggers",), ("runs_0001_tt_runs",), ("runs_0002_attempts",)]
+    assert names == [
+        ("0001_triggers",),
+        ("runs_0001_tt_runs",),
+        ("runs_0002_attempts",),
+        ("runs_0003_output",),
+    ]
     async with open_sqlite_run_store(db, clock=clock) as again:
         assert (await again.get("r")).owner == A
     await db.aclose()

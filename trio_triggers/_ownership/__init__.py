@@ -25,6 +25,7 @@ from ._liveness import (
 )
 from ._memory import MemoryRunStore
 from ._models import (
+    OUTPUT_TAIL_BYTES,
     Abandoned,
     Activated,
     AlreadyClaimed,
@@ -44,6 +45,7 @@ from ._models import (
     LivenessUnconfirmed,
     NotFound,
     Recovered,
+    RunOutput,
     RunRow,
     RunSnapshot,
     RunStatus,
@@ -68,6 +70,7 @@ __all__ = [
     "HEARTBEAT_SKEW_ALLOWANCE_MS",
     "HEARTBEAT_STALE_AFTER_MS",
     "HEARTBEAT_WRITE_TOLERANCE_MS",
+    "OUTPUT_TAIL_BYTES",
     "Abandoned",
     "Activated",
     "AlreadyClaimed",
@@ -95,6 +98,7 @@ __all__ = [
     "NotFound",
     "OwnerId",
     "Recovered",
+    "RunOutput",
     "RunRow",
     "RunSnapshot",
     "RunStatus",

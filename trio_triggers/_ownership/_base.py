@@ -71,6 +71,7 @@ from ._validate import (
     check_guard,
     check_json_text,
     check_message_text,
+    check_output_json,
     check_reading,
     check_run_id,
     check_snapshot,
@@ -394,6 +395,7 @@ class RunStoreBase(ABC):
         result_json: str | None = None,
         error: str | None = None,
         guard: TransitionGuard | None = None,
+        output_json: str | None = None,
     ) -> Transitioned | FenceLost | NotFound | GuardFailed:
         m = "transition_owned"
         attributes: dict[str, str] = {"to": str(to_status)}
@@ -411,6 +413,10 @@ class RunStoreBase(ABC):
                 check_message_text(m, error, "error")
                 if to not in ("failed", "cancelled"):
                     raise invalid(m, "error is allowed only with to_status failed or cancelled")
+            if output_json is not None:
+                check_output_json(m, output_json)
+                if to not in TERMINAL_STATUSES:
+                    raise invalid(m, "output_json is allowed only with a terminal to_status")
             g = check_guard(m, guard)
             at = self._clock.now_ms()
             return await self._atomic(
@@ -425,6 +431,7 @@ class RunStoreBase(ABC):
                     error=error,
                     guard=g,
                     transitioned_at_ms=at,
+                    output_json=output_json,
                 ),
             )
 

@@ -47,6 +47,7 @@ COLUMNS: Final = (
     "error",
     "idempotency_key",
     "attempts",
+    "output_json",
 )
 SELECT_LIST: Final = ", ".join(COLUMNS)
 
@@ -85,6 +86,7 @@ def row_columns(row: RunRow) -> dict[str, object]:
         "error": row.error,
         "idempotency_key": row.idempotency_key,
         "attempts": row.attempts,
+        "output_json": row.output_json,
     }
 
 
@@ -156,6 +158,17 @@ def _acknowledgement(ack_text: object, requested: int | None) -> CancelAcknowled
     return ack
 
 
+def _additions(v: Sequence[Any], status: str) -> tuple[int, str | None]:
+    """Our columns beyond the contract's: ``attempts`` and ``output_json``."""
+    attempts = v[21]
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise _Bad("column attempts is not a non-negative integer")
+    output_json = _json(v[22], "output_json")
+    if output_json is not None and status not in TERMINAL_STATUSES:
+        raise _Bad("output_json is present on a row that is not terminal")
+    return attempts, output_json
+
+
 def _decode(v: Sequence[Any]) -> RunRow:
     if len(v) != len(COLUMNS):
         raise _Bad("unexpected column count")
@@ -178,9 +191,7 @@ def _decode(v: Sequence[Any]) -> RunRow:
     result_json = _json(v[18], "result_json")
     error = v[19]
     key = _text(v[20], "idempotency_key")
-    attempts = v[21]
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
-        raise _Bad("column attempts is not a non-negative integer")
+    attempts, output_json = _additions(v, status)
     if error is not None and not isinstance(error, str):
         raise _Bad("column error is not text")
     if any(x is None for x in v[5:8]) != all(x is None for x in v[5:8]):
@@ -225,4 +236,5 @@ def _decode(v: Sequence[Any]) -> RunRow:
         error=error,
         idempotency_key=key,
         attempts=attempts,
+        output_json=output_json,
     )

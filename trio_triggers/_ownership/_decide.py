@@ -368,6 +368,7 @@ def decide_transition_owned(
     error: str | None,
     guard: TransitionGuard | None,
     transitioned_at_ms: int,
+    output_json: str | None = None,
 ) -> Decision[Transitioned | FenceLost | NotFound | GuardFailed]:
     if row is None:
         return Decision(NotFound())
@@ -397,6 +398,7 @@ def decide_transition_owned(
             state_json=new_state,
             result_json=result_json if result_json is not None else row.result_json,
             error=error if error is not None else row.error,
+            output_json=output_json if output_json is not None else row.output_json,
         ),
     )
 

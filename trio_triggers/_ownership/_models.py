@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 
 import msgspec
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLAIMABLE_STATUSES",
+    "OUTPUT_TAIL_BYTES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
     "Abandoned",
@@ -35,6 +36,7 @@ __all__ = [
     "LivenessUnconfirmed",
     "NotFound",
     "Recovered",
+    "RunOutput",
     "RunRow",
     "RunSnapshot",
     "RunStatus",
@@ -70,6 +72,31 @@ class RunSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat_at_ms: int | None
 
 
+#: How much of each output stream a run keeps: the last 64 KiB of stdout and of stderr.
+OUTPUT_TAIL_BYTES: Final = 64 * 1024
+
+
+class RunOutput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a flow printed, as a run records it (``RunRow.output_json`` decodes to this).
+
+    ``stdout`` and ``stderr`` hold the last :data:`OUTPUT_TAIL_BYTES` of each stream, decoded
+    as UTF-8 (an invalid byte becomes U+FFFD); ``stdout_bytes`` and ``stderr_bytes`` are each
+    stream's whole size in bytes, so a size above ``OUTPUT_TAIL_BYTES`` says the head was dropped.
+    Only the tail is kept because the end of a log is where a failure explains itself, and a
+    run's row must stay bounded however much a command prints.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether either stream was longer than :data:`OUTPUT_TAIL_BYTES` (only its tail kept)."""
+        return max(self.stdout_bytes, self.stderr_bytes) > OUTPUT_TAIL_BYTES
+
+
 class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     """One decoded row of ``tt_runs``: the run, its lease and its claim."""
 
@@ -94,6 +121,12 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     #: How many times an owner began executing the run (``activate`` or ``claim_and_own``):
     #: 1 for a run that ran once, 2 after a peer took over from a dead owner, and so on.
     attempts: int = 0
+    #: What the flow printed, when it recorded it (command flows do): a JSON object
+    #: ``{"stdout": text, "stderr": text, "stdout_bytes": n, "stderr_bytes": n}`` holding the
+    #: last :data:`~trio_triggers.OUTPUT_TAIL_BYTES` of each stream and each stream's total
+    #: size (a total above the kept text's size says the head was dropped). Set with the run's
+    #: terminal transition; ``None`` for a flow that recorded nothing.
+    output_json: str | None = None
 
     @property
     def snapshot(self) -> RunSnapshot:
@@ -302,6 +335,7 @@ class RunStore(Protocol):
         result_json: str | None = None,
         error: str | None = None,
         guard: TransitionGuard | None = None,
+        output_json: str | None = None,
     ) -> Transitioned | FenceLost | NotFound | GuardFailed: ...
 
     async def request_cancel(

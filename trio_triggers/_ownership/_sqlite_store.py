@@ -141,6 +141,15 @@ RUN_MIGRATIONS: list[Migration] = [
             "CONSTRAINT tt_runs_attempts CHECK (typeof(attempts) = 'integer' AND attempts >= 0)",
         ],
     ),
+    (
+        # Our addition: what a flow printed (RunRow.output_json), kept with its outcome.
+        "runs_0003_output",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN output_json TEXT "
+            "CONSTRAINT tt_runs_output_json CHECK (output_json IS NULL "
+            "OR (status IN ('completed', 'failed', 'cancelled') AND json_valid(output_json)))",
+        ],
+    ),
 ]
 
 

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from ._jsontext import json_text_problem, message_text_problem
 from ._liveness import EVIDENCE_KINDS, LivenessEvidence
-from ._models import RUN_STATUSES, RunRow, RunSnapshot, RunStatus, TransitionGuard
+from ._models import (
+    OUTPUT_TAIL_BYTES,
+    RUN_STATUSES,
+    RunOutput,
+    RunRow,
+    RunSnapshot,
+    RunStatus,
+    TransitionGuard,
+)
 from ._owner import (
     HEARTBEAT_SKEW_ALLOWANCE_MS,
     check_timestamp,
@@ -27,6 +37,7 @@ __all__ = [
     "check_guard",
     "check_json_text",
     "check_message_text",
+    "check_output_json",
     "check_reading",
     "check_run_id",
     "check_snapshot",
@@ -66,6 +77,37 @@ def check_message_text(method: str, value: Any, field: str) -> Any:
     if problem is not None:
         raise invalid(method, problem)
     return value
+
+
+_output_decoder = msgspec.json.Decoder(RunOutput)
+
+
+def output_problem(value: Any, field: str = "output_json") -> str | None:
+    """Why ``value`` is not a run's recorded output (a :class:`RunOutput` as JSON text)."""
+    problem = json_text_problem(value, field)
+    if problem is not None:
+        return problem
+    try:
+        output = _output_decoder.decode(value)
+    except msgspec.ValidationError:
+        return f"{field} must be an object with stdout, stderr, stdout_bytes and stderr_bytes"
+    for stream in ("stdout", "stderr"):
+        text: str = getattr(output, stream)
+        total: int = getattr(output, f"{stream}_bytes")
+        if len(text) > OUTPUT_TAIL_BYTES:
+            return f"{field}.{stream} must keep at most {OUTPUT_TAIL_BYTES} characters"
+        # One byte decodes to at most one character, so a stream's size is at least that.
+        if total < len(text):
+            return f"{field}.{stream}_bytes must be at least the kept text's size"
+    return None
+
+
+def check_output_json(method: str, value: Any) -> str:
+    problem = output_problem(value)
+    if problem is not None:
+        raise invalid(method, problem)
+    text: str = value
+    return text
 
 
 def snapshot_problem(value: Any, field: str = "expected") -> str | None:

@@ -29,7 +29,7 @@ from .._declarations import Trigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
 from .._local_runner import FlowFn, RunContext, open_local_runner
-from .._ownership import HEARTBEAT_STALE_AFTER_MS, OwnerId, RunStore
+from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
 from .._ownership._base import RunStoreBase
 from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
@@ -711,10 +711,26 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         ("result", "-" if report.result is None else msgspec.json.encode(report.result).decode()),
         ("error", report.error or "-"),
     ]
+    output = report.output
+    if output is not None:
+        fields.append(("output", f"stdout {output.stdout_bytes} B, stderr {output.stderr_bytes} B"))
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         print(f"{name.ljust(width)}  {value}")
+    if output is not None:
+        _print_stream("stdout", output.stdout, output.stdout_bytes)
+        _print_stream("stderr", output.stderr, output.stderr_bytes)
     return 0
+
+
+def _print_stream(name: str, text: str, size: int) -> None:
+    """One recorded stream under a header that says whether its head was dropped."""
+    if not size:
+        return
+    kept = len(text.encode("utf-8", "replace"))
+    cut = f", its last {kept} B shown" if size > OUTPUT_TAIL_BYTES else ""
+    print(f"--- {name} ({size} B{cut}) ---")
+    print(text, end="" if text.endswith("\n") else "\n")
 
 
 async def _runs(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:

@@ -193,4 +193,13 @@ RUN_MIGRATIONS: list[Migration] = [
             "CONSTRAINT tt_runs_attempts CHECK (attempts >= 0)",
         ],
     ),
+    (
+        # Our addition, as on SQLite: what a flow printed, kept with its outcome.
+        "runs_0003_output",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN IF NOT EXISTS output_json TEXT "
+            "CONSTRAINT tt_runs_output_json CHECK (output_json IS NULL "
+            "OR status IN ('completed', 'failed', 'cancelled'))",
+        ],
+    ),
 ]

@@ -620,12 +620,19 @@ class FaultyRunStore(_FaultingBase):
         result_json: str | None = None,
         error: str | None = None,
         guard: TransitionGuard | None = None,
+        output_json: str | None = None,
     ) -> Transitioned | FenceLost | NotFound | GuardFailed:
         answer: Transitioned | FenceLost | NotFound | GuardFailed = await self._call(
             "transition_owned",
             self.inner.transition_owned,
             (run_id, owner, to_status),
-            {"state_json": state_json, "result_json": result_json, "error": error, "guard": guard},
+            {
+                "state_json": state_json,
+                "result_json": result_json,
+                "error": error,
+                "guard": guard,
+                "output_json": output_json,
+            },
         )
         return answer
 
