@@ -9,6 +9,7 @@ stores), :mod:`._lease` (``heartbeat_loop``, ``hold_lease``).
 
 from __future__ import annotations
 
+from . import _models
 from ._base import RunStoreBase
 from ._lease import Lease, heartbeat_loop, hold_lease
 from ._liveness import (
@@ -24,36 +25,7 @@ from ._liveness import (
     same_host_pid_probe,
 )
 from ._memory import MemoryRunStore
-from ._models import (
-    Abandoned,
-    Activated,
-    AlreadyClaimed,
-    AlreadyRequested,
-    CancelAcknowledgement,
-    CancelRequested,
-    ClaimChanged,
-    Claimed,
-    ClaimFresh,
-    ClaimLost,
-    Created,
-    EvidenceRequired,
-    Existing,
-    FenceLost,
-    GuardFailed,
-    HeartbeatFresh,
-    LivenessUnconfirmed,
-    NotFound,
-    Recovered,
-    RunRow,
-    RunSnapshot,
-    RunStatus,
-    RunStore,
-    SnapshotChanged,
-    Terminal,
-    Transitioned,
-    TransitionGuard,
-    Updated,
-)
+from ._models import *  # noqa: F403 - the models are re-exported whole (their __all__ is the list)
 from ._owner import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_SKEW_ALLOWANCE_MS,
@@ -68,44 +40,16 @@ __all__ = [
     "HEARTBEAT_SKEW_ALLOWANCE_MS",
     "HEARTBEAT_STALE_AFTER_MS",
     "HEARTBEAT_WRITE_TOLERANCE_MS",
-    "Abandoned",
-    "Activated",
-    "AlreadyClaimed",
-    "AlreadyRequested",
-    "CancelAcknowledgement",
-    "CancelRequested",
-    "ClaimChanged",
-    "ClaimFresh",
-    "ClaimLost",
-    "Claimed",
-    "Created",
     "EvidenceKind",
-    "EvidenceRequired",
-    "Existing",
-    "FenceLost",
-    "GuardFailed",
-    "HeartbeatFresh",
     "Lease",
     "LivenessCheck",
     "LivenessContext",
     "LivenessEvidence",
     "LivenessProbe",
-    "LivenessUnconfirmed",
     "MemoryRunStore",
-    "NotFound",
     "OwnerId",
-    "Recovered",
-    "RunRow",
-    "RunSnapshot",
-    "RunStatus",
-    "RunStore",
     "RunStoreBase",
-    "SnapshotChanged",
     "SqliteRunStore",
-    "Terminal",
-    "TransitionGuard",
-    "Transitioned",
-    "Updated",
     "heartbeat_loop",
     "hold_lease",
     "lease_liveness",
@@ -115,3 +59,4 @@ __all__ = [
     "same_host_incarnation",
     "same_host_pid_probe",
 ]
+__all__ += _models.__all__
