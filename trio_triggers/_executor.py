@@ -15,7 +15,7 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Executor", "InlineExecutor", "ThreadExecutor"]
+__all__ = ["Executor", "ExecutorResource", "InlineExecutor", "ThreadExecutor"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -64,3 +64,21 @@ class ThreadExecutor:
 
     def __repr__(self) -> str:
         return f"ThreadExecutor(limit={self._limiter.total_tokens})"
+
+
+class ExecutorResource:
+    """What every database object of the stores shares, whatever its driver (SQLite's one
+    connection, PostgreSQL's pool): the executor its blocking calls run on, and whether it has
+    been closed (``aclose`` closes it once; a closed one refuses calls)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._closed = False
+
+    @property
+    def executor(self) -> Executor:
+        return self._executor
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import trio
 
-from ._executor import Executor, InlineExecutor
+from ._executor import Executor, ExecutorResource, InlineExecutor
 from ._migrations import Migration, MigrationDialect, apply_migrations
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def is_busy_error(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SqliteDatabase:
+class SqliteDatabase(ExecutorResource):
     """One SQLite connection used as a store's single writer.
 
     Create it with :meth:`open` (inside ``trio.run``) and close it with :meth:`aclose`.
@@ -82,25 +82,16 @@ class SqliteDatabase:
         busy_wait: float = BUSY_WAIT_S,
     ) -> None:
         self._connection = connection
+        super().__init__(executor)
         self._path = path
-        self._executor = executor
         self._busy_wait = busy_wait
         self._lock = trio.Lock()
-        self._closed = False
         # Exactly the inline executor (not a subclass or wrapper, whose ``run`` may differ).
         self._inline = type(executor) is InlineExecutor
 
     @property
     def path(self) -> str:
         return self._path
-
-    @property
-    def executor(self) -> Executor:
-        return self._executor
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @classmethod
     async def open(

@@ -16,8 +16,9 @@ rule of its own:
   and insert the decided row; a racing create that took the key first answers
   ``Existing(row=<its row>)``, never a unique violation;
 * ``_get(run_id)`` and ``_list(statuses, limit, claimable_at, newest_first=, trigger_id=)``:
-  plain reads
-  (:meth:`RunSql.list_runs` has the query).
+  plain reads (:meth:`RunSql.list_runs` has the query). A SQL store (:class:`SqlRunStore`) has
+  both already and supplies ``_select(method, sql, params)`` instead: one read-only transaction
+  answering the decoded rows of one statement.
 
 Rows are read with :data:`SELECT_LIST` and decoded with :func:`decode_row` (a row breaking a
 column rule raises ``decode_failed``); rows are written from :func:`row_columns`. A failure of
@@ -28,6 +29,7 @@ conformance tests (``tests/ownership``) run against every store a backend regist
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeVar
 
 import msgspec
@@ -36,7 +38,7 @@ from .._errors import RunStoreError
 from .._identities import BOUNDARY_STAMP_LENGTH
 from .._migrations import Migration, MigrationError, owns_run_migration
 from ._base import RunStoreBase
-from ._columns import COLUMNS, SELECT_LIST, decode_row, row_columns
+from ._columns import COLUMNS, SELECT_LIST, decode_row, first_table_columns, row_columns
 from ._decide import Decision
 from ._models import Created, Existing, RunRow
 from ._owner import HEARTBEAT_STALE_AFTER_MS
@@ -60,6 +62,7 @@ __all__ = [
     "changed_columns",
     "decode_row",
     "driver_error",
+    "first_table_columns",
     "insert_values",
     "row_columns",
     "run_sql",
@@ -85,6 +88,8 @@ class SqlRunStore(RunStoreBase, Generic[DatabaseT]):
 
     #: This dialect's ``runs_...`` migrations.
     _migrations: Sequence[Migration]
+    #: This dialect's statements (:func:`run_sql`).
+    _sql: RunSql
     #: What a failed migration raises here (it becomes ``persistence_failed`` in ``open``).
     _migration_errors: tuple[type[BaseException], ...] = (MigrationError,)
 
@@ -108,6 +113,38 @@ class SqlRunStore(RunStoreBase, Generic[DatabaseT]):
             return await self._db.migrate(self._migrations, owns=owns_run_migration)
         except self._migration_errors as exc:
             raise RunStoreError("persistence_failed", "open", str(exc)) from exc
+
+    @abstractmethod
+    async def _select(self, method: str, sql: str, params: Sequence[object]) -> list[RunRow]:
+        """The rows ``sql`` answers, decoded for ``method``, read in one read-only transaction."""
+
+    async def _get(self, run_id: str) -> RunRow | None:
+        found = await self._select("get", self._sql.select_one, (run_id,))
+        return found[0] if found else None
+
+    async def _list(
+        self,
+        statuses: Collection[str] | None,
+        limit: int | None,
+        claimable_at: int | None,
+        *,
+        newest_first: bool = False,
+        trigger_id: str | None = None,
+    ) -> list[RunRow]:
+        query = self._sql.list_runs(
+            statuses,
+            limit,
+            claimable_at,
+            self._stale_after_ms,
+            newest_first=newest_first,
+            trigger_id=trigger_id,
+        )
+        if query is None:
+            return []
+        sql, params = query
+        return await self._select(
+            "list_runs" if claimable_at is None else "find_claimable", sql, params
+        )
 
 
 def driver_error(method: str, exc: BaseException, integrity: type[BaseException]) -> RunStoreError:

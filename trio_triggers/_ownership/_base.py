@@ -299,6 +299,21 @@ class RunStoreBase(ABC):
 
         return await _counted(RUN_CLAIMS, {"op": m}, call)
 
+    @staticmethod
+    async def _admitted(
+        m: str, evidence: LivenessEvidence | None, admits: Callable[[LivenessEvidence], bool]
+    ) -> LivenessEvidence | None:
+        """Step 1 of the takeovers on evidence (:meth:`steal`, :meth:`recover_claim`), before the
+        row is read: the evidence is required and checked, then ``None`` (after a checkpoint, as
+        any store call makes one) when it does not admit the caller, who may not try."""
+        if evidence is None:
+            raise invalid(m, "evidence is required")
+        ev = check_evidence(m, evidence)
+        if admits(ev):
+            return ev
+        await trio.lowlevel.checkpoint()
+        return None
+
     async def steal(
         self,
         run_id: str,
@@ -314,11 +329,8 @@ class RunStoreBase(ABC):
             snap = check_snapshot(m, expected)
             check_owner(m, claimant, "claimant")
             now = check_reading(m, now_ms, self._clock.now_ms())
-            if evidence is None:
-                raise invalid(m, "evidence is required")
-            ev = check_evidence(m, evidence)
-            if not steal_admitted(snap, claimant, now, ev):
-                await trio.lowlevel.checkpoint()
+            ev = await self._admitted(m, evidence, lambda e: steal_admitted(snap, claimant, now, e))
+            if ev is None:
                 return LivenessUnconfirmed()  # the caller was not allowed to try
             s = self._stale_after_ms
             return await self._atomic(
@@ -344,11 +356,10 @@ class RunStoreBase(ABC):
             check_owner(m, observer, "observer")
             token = check_timestamp(m, claimed_at_ms, "claimed_at_ms")
             now = check_reading(m, now_ms, self._clock.now_ms())
-            if evidence is None:
-                raise invalid(m, "evidence is required")
-            ev = check_evidence(m, evidence)
-            if not recover_admitted(stale_claimant, observer, now, ev):
-                await trio.lowlevel.checkpoint()
+            ev = await self._admitted(
+                m, evidence, lambda e: recover_admitted(stale_claimant, observer, now, e)
+            )
+            if ev is None:
                 return LivenessUnconfirmed()
             s = self._stale_after_ms
             return await self._atomic(

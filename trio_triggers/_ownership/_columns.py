@@ -22,7 +22,14 @@ from ._owner import MAX_INSTANT, OwnerId, owner_problem
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["COLUMNS", "SELECT_LIST", "decode_row", "encode_ack", "row_columns"]
+__all__ = [
+    "COLUMNS",
+    "SELECT_LIST",
+    "decode_row",
+    "encode_ack",
+    "first_table_columns",
+    "row_columns",
+]
 
 COLUMNS: Final = (
     "run_id",
@@ -50,6 +57,44 @@ COLUMNS: Final = (
     "output_json",
 )
 SELECT_LIST: Final = ", ".join(COLUMNS)
+
+# The columns ``runs_0001_tt_runs`` creates (``attempts`` came with ``runs_0002``), in
+# COLUMNS order: name, whether it holds an integer (else text), and its column constraint.
+_FIRST_COLUMNS: Final = (
+    ("run_id", False, "NOT NULL PRIMARY KEY"),
+    ("status", False, "NOT NULL"),
+    ("created_at_ms", True, "NOT NULL"),
+    ("started_at_ms", True, ""),
+    ("finished_at_ms", True, ""),
+    ("owner_host_id", False, ""),
+    ("owner_pid", True, ""),
+    ("owner_nonce", False, ""),
+    ("heartbeat_at_ms", True, ""),
+    ("claim_host_id", False, ""),
+    ("claim_pid", True, ""),
+    ("claim_nonce", False, ""),
+    ("claimed_at_ms", True, ""),
+    ("cancel_requested_at_ms", True, ""),
+    ("cancel_acknowledgement_json", False, ""),
+    ("state_json", False, "NOT NULL"),
+    ("flow_id", False, ""),
+    ("input_json", False, ""),
+    ("result_json", False, ""),
+    ("error", False, ""),
+    ("idempotency_key", False, "UNIQUE"),
+)
+
+
+def first_table_columns(integer: str) -> str:
+    """The column definitions of the first migration's ``CREATE TABLE tt_runs``, one a line
+    (each dialect writes the table constraints after them): every dialect has the same columns,
+    and only the name of the 64-bit integer type differs (``integer``: SQLite's ``INTEGER``,
+    PostgreSQL's ``BIGINT``)."""
+    return ",\n".join(
+        f"    {name} {integer if whole else 'TEXT'} {constraint}".rstrip()
+        for name, whole, constraint in _FIRST_COLUMNS
+    )
+
 
 _ack_encoder = msgspec.json.Encoder()
 _ack_decoder = msgspec.json.Decoder(CancelAcknowledgement)

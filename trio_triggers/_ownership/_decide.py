@@ -153,6 +153,22 @@ def _without_claim(row: RunRow) -> RunRow:
     return _replace(row, claim=None, claimed_at_ms=None)
 
 
+def _begin_attempt(row: RunRow, owner: OwnerId, now_ms: int) -> RunRow:
+    """``row`` running under ``owner`` from ``now_ms``: one more attempt, the first start kept, a
+    fresh heartbeat. Both ways an owner begins executing a run (``activate`` after a claim,
+    ``claim_and_own`` at once) go through here, so they cannot count attempts differently."""
+    started = row.started_at_ms if row.started_at_ms is not None else now_ms
+    return _replace(
+        row,
+        status="running",
+        started_at_ms=started,
+        attempts=row.attempts + 1,
+        finished_at_ms=None,
+        owner=owner,
+        heartbeat_at_ms=now_ms,
+    )
+
+
 # --- operations -----------------------------------------------------------------------------
 
 
@@ -214,21 +230,7 @@ def decide_activate(
         return Decision(ClaimLost())
     if not matches(row, expected):
         return Decision(SnapshotChanged(), _without_claim(row))
-    started = row.started_at_ms if row.started_at_ms is not None else activated_at_ms
-    return Decision(
-        Activated(),
-        _replace(
-            row,
-            status="running",
-            started_at_ms=started,
-            attempts=row.attempts + 1,
-            finished_at_ms=None,
-            owner=claimant,
-            heartbeat_at_ms=activated_at_ms,
-            claim=None,
-            claimed_at_ms=None,
-        ),
-    )
+    return Decision(Activated(), _without_claim(_begin_attempt(row, claimant, activated_at_ms)))
 
 
 def decide_abandon_claim(
@@ -269,19 +271,7 @@ def decide_claim_and_own(
     if not admissible:
         return Decision(classify(row, now_ms, stale_after_ms))
     assert row is not None
-    started = row.started_at_ms if row.started_at_ms is not None else now_ms
-    return Decision(
-        Activated(),
-        _replace(
-            row,
-            status="running",
-            started_at_ms=started,
-            attempts=row.attempts + 1,
-            finished_at_ms=None,
-            owner=owner,
-            heartbeat_at_ms=now_ms,
-        ),
-    )
+    return Decision(Activated(), _begin_attempt(row, owner, now_ms))
 
 
 def steal_admitted(expected: RunSnapshot, claimant: OwnerId, now_ms: int, evidence: object) -> bool:

@@ -91,117 +91,166 @@ def _validate(method: str, run_id: object, owner: object) -> None:
     check_owner(method, owner, "owner")
 
 
-async def _loop(
-    state: _State,
-    run_store: RunStore,
-    run_id: str,
-    owner: OwnerId,
-    clock: WallClock,
-    on_reconfirm: Callback | None,
-    on_lapse: Callback | None,
-) -> NoReturn:
-    async def expire() -> None:
-        async with state.expiry:
-            if state.lapsed:
-                return  # another expiry already ended the loop: never a second reconfirm
-            now = clock.now_ms()  # a fresh reading, taken after the lock
-            if now - state.last_confirmed_ms < _T:
-                return  # the other path already renewed
-            unconfirmed = now - state.last_confirmed_ms
-            renewed = False
-            cause: BaseException | None = None
-            outcome: object = None
-            with trio.move_on_after(_I / 1000):
-                try:
-                    outcome = await run_store.reconfirm(run_id, owner, now)
-                except Exception as exc:  # a store error or a defect: not renewed
-                    cause = exc
-            if isinstance(outcome, Updated):
-                state.confirm(now)
-                left = state.last_confirmed_ms + _T - clock.now_ms()
-                if left > 0:  # a result that arrives too late is not fresh evidence
-                    if on_reconfirm is None:
-                        renewed = True
-                    else:
-                        with trio.move_on_after(left / 1000):
-                            try:
-                                await on_reconfirm(unconfirmed)
-                                renewed = True
-                            except Exception as exc:
-                                cause = exc
-            if renewed:
-                return
-            log.warning(
-                "run lease lapsed; interrupting owned work",
-                extra={"run_id": run_id, "unconfirmed_ms": unconfirmed},
-            )
-            state.lapsed = True
-            if on_lapse is not None:
-                try:
-                    await on_lapse(unconfirmed)
-                except Exception:
-                    log.error(
-                        "run lease lapse callback failed", extra={"run_id": run_id}, exc_info=True
-                    )
-            raise LeaseLost(run_id, reason="lapsed", unconfirmed_ms=unconfirmed) from cause
+class _Heartbeat:
+    """One heartbeat loop over the shared :class:`_State`, in its named steps: :meth:`run` the
+    two tasks, :meth:`_pulses` and :meth:`_pulse` the renewals, :meth:`_deadline` the watch of
+    the write tolerance, and :meth:`_expire`, :meth:`_reconfirm` and :meth:`_lapse` the one
+    settlement of an overdue stamp (``ownership.md`` §11)."""
 
-    async def pulses() -> None:
+    __slots__ = ("_clock", "_on_lapse", "_on_reconfirm", "_owner", "_run_id", "_state", "_store")
+
+    def __init__(
+        self,
+        state: _State,
+        run_store: RunStore,
+        run_id: str,
+        owner: OwnerId,
+        clock: WallClock,
+        on_reconfirm: Callback | None,
+        on_lapse: Callback | None,
+    ) -> None:
+        self._state = state
+        self._store = run_store
+        self._run_id = run_id
+        self._owner = owner
+        self._clock = clock
+        self._on_reconfirm = on_reconfirm
+        self._on_lapse = on_lapse
+
+    async def run(self) -> NoReturn:
+        """Run the pulses and the deadline in one nursery until one of them ends. The first to
+        end records why and cancels the other; that reason is raised bare once the nursery has
+        closed, so a caller never meets an ``ExceptionGroup``."""
+        state = self._state
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def run(task: Callable[[], Awaitable[None]]) -> None:
+                    try:
+                        await task()
+                    except Exception as exc:  # LeaseLost or a defect; Cancelled passes through
+                        if state.ended is None:
+                            state.ended = exc
+                        nursery.cancel_scope.cancel()
+
+                nursery.start_soon(run, self._pulses)
+                nursery.start_soon(run, self._deadline)
+        except BaseExceptionGroup as group:
+            cancelled = only_cancelled(group)
+            if cancelled is not None:
+                raise cancelled from None
+            raise
+        ended = state.ended
+        if ended is None:  # pragma: no cover - the tasks only end by recording an exception
+            raise RuntimeError("heartbeat_loop ended without a reason")
+        raise ended
+
+    async def _pulses(self) -> None:
+        """Renew the stamp every interval; a stamp already past the write tolerance is settled
+        by :meth:`_expire` instead, never by one more plain heartbeat."""
         while True:
             await trio.sleep(_I / 1000)
-            now = clock.now_ms()
-            if now - state.last_confirmed_ms >= _T:
-                await expire()
+            now = self._clock.now_ms()
+            if now - self._state.last_confirmed_ms >= _T:
+                await self._expire()
                 continue
-            try:
-                outcome = await run_store.heartbeat(run_id, owner, now)
-            except RunStoreError as exc:
-                if not state.failing:
-                    log.warning(
-                        "run heartbeat write failed", extra={"run_id": run_id, "code": exc.code}
-                    )
-                    state.failing = True
-                continue
-            if isinstance(outcome, Updated):
-                state.confirm(now)
-            elif isinstance(outcome, FenceLost):
-                raise LeaseLost(run_id, reason="fence_lost")
-            elif isinstance(outcome, NotFound):
-                raise LeaseLost(run_id, reason="not_found")
-            else:
-                raise TypeError(f"heartbeat returned {type(outcome).__name__}, not an outcome")
+            await self._pulse(now)
 
-    async def deadline() -> None:
+    async def _pulse(self, now: int) -> None:
+        """One heartbeat write. A store error is tolerated (logged once per failing spell): the
+        deadline judges how long; a lost fence or a missing row ends the loop at once."""
+        state = self._state
+        try:
+            outcome = await self._store.heartbeat(self._run_id, self._owner, now)
+        except RunStoreError as exc:
+            if not state.failing:
+                log.warning(
+                    "run heartbeat write failed", extra={"run_id": self._run_id, "code": exc.code}
+                )
+                state.failing = True
+            return
+        if isinstance(outcome, Updated):
+            state.confirm(now)
+        elif isinstance(outcome, FenceLost):
+            raise LeaseLost(self._run_id, reason="fence_lost")
+        elif isinstance(outcome, NotFound):
+            raise LeaseLost(self._run_id, reason="not_found")
+        else:
+            raise TypeError(f"heartbeat returned {type(outcome).__name__}, not an outcome")
+
+    async def _deadline(self) -> None:
+        """Watch the write tolerance apart from the pulses, so that a stalled heartbeat write
+        can never hide the expiry."""
+        state = self._state
         while True:
             if state.lapsed:
                 await trio.sleep_forever()  # the lapsing expiry is about to end the loop
-            remaining = state.last_confirmed_ms + _T - clock.now_ms()
+            remaining = state.last_confirmed_ms + _T - self._clock.now_ms()
             if remaining <= 0:
-                await expire()
+                await self._expire()
                 continue
             await trio.sleep(min(remaining, _I) / 1000)
 
-    try:
-        async with trio.open_nursery() as nursery:
+    async def _expire(self) -> None:
+        """Settle an overdue stamp exactly once: under the expiry lock and on a reading taken
+        after it, so two overdue timers make one ``reconfirm``; lapse unless it renewed."""
+        state = self._state
+        async with state.expiry:
+            if state.lapsed:
+                return  # another expiry already ended the loop: never a second reconfirm
+            now = self._clock.now_ms()  # a fresh reading, taken after the lock
+            if now - state.last_confirmed_ms < _T:
+                return  # the other path already renewed
+            unconfirmed = now - state.last_confirmed_ms
+            renewed, cause = await self._reconfirm(now, unconfirmed)
+            if not renewed:
+                await self._lapse(unconfirmed, cause)
 
-            async def run(task: Callable[[], Awaitable[None]]) -> None:
-                try:
-                    await task()
-                except Exception as exc:  # LeaseLost or a defect; Cancelled passes through
-                    if state.ended is None:
-                        state.ended = exc
-                    nursery.cancel_scope.cancel()
+    async def _reconfirm(self, now: int, unconfirmed: int) -> tuple[bool, BaseException | None]:
+        """One ``reconfirm`` bounded by the interval, then ``on_reconfirm`` bounded by what is
+        left of the renewed tolerance: renewed only when both finish in time (a result that
+        arrives too late is not fresh evidence). Also answers the failure that stopped it,
+        which becomes the lapse's cause."""
+        cause: BaseException | None = None
+        outcome: object = None
+        with trio.move_on_after(_I / 1000):
+            try:
+                outcome = await self._store.reconfirm(self._run_id, self._owner, now)
+            except Exception as exc:  # a store error or a defect: not renewed
+                cause = exc
+        if not isinstance(outcome, Updated):
+            return False, cause
+        self._state.confirm(now)
+        left = self._state.last_confirmed_ms + _T - self._clock.now_ms()
+        if left <= 0:
+            return False, None
+        if self._on_reconfirm is None:
+            return True, None
+        with trio.move_on_after(left / 1000):
+            try:
+                await self._on_reconfirm(unconfirmed)
+            except Exception as exc:
+                return False, exc
+            return True, None
+        return False, None
 
-            nursery.start_soon(run, pulses)
-            nursery.start_soon(run, deadline)
-    except BaseExceptionGroup as group:
-        cancelled = only_cancelled(group)
-        if cancelled is not None:
-            raise cancelled from None
-        raise
-    ended = state.ended
-    if ended is None:  # pragma: no cover - the tasks only end by recording an exception
-        raise RuntimeError("heartbeat_loop ended without a reason")
-    raise ended
+    async def _lapse(self, unconfirmed: int, cause: BaseException | None) -> NoReturn:
+        """End the loop as lapsed: mark it (so no second expiry reconfirms), tell ``on_lapse``
+        (its failure is logged, never raised over the lapse) and raise :class:`LeaseLost`."""
+        run_id = self._run_id
+        log.warning(
+            "run lease lapsed; interrupting owned work",
+            extra={"run_id": run_id, "unconfirmed_ms": unconfirmed},
+        )
+        self._state.lapsed = True
+        if self._on_lapse is not None:
+            try:
+                await self._on_lapse(unconfirmed)
+            except Exception:
+                log.error(
+                    "run lease lapse callback failed", extra={"run_id": run_id}, exc_info=True
+                )
+        raise LeaseLost(run_id, reason="lapsed", unconfirmed_ms=unconfirmed) from cause
 
 
 async def heartbeat_loop(
@@ -222,7 +271,7 @@ async def heartbeat_loop(
     _validate("heartbeat_loop", run_id, owner)
     chosen = clock if clock is not None else SystemWallClock()
     state = _State(chosen.now_ms())
-    await _loop(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse)
+    await _Heartbeat(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse).run()
 
 
 @asynccontextmanager
@@ -253,7 +302,7 @@ async def hold_lease(
     async def supervisor() -> None:
         nonlocal loop_exc
         try:
-            await _loop(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse)
+            await _Heartbeat(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse).run()
         except Exception as exc:
             loop_exc = exc
             body_scope.cancel()

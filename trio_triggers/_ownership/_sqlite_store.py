@@ -31,12 +31,13 @@ from ._backend import (
     changed_columns,
     decode_row,
     driver_error,
+    first_table_columns,
     insert_values,
     run_sql,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from .._clock import WallClock
     from .._executor import Executor
@@ -45,29 +46,9 @@ __all__ = ["RUN_MIGRATIONS", "SqliteRunStore", "open_sqlite_run_store", "owns_ru
 
 OutcomeT = TypeVar("OutcomeT")
 
-_DDL = """
+_DDL = f"""
 CREATE TABLE IF NOT EXISTS tt_runs (
-    run_id                      TEXT    NOT NULL PRIMARY KEY,
-    status                      TEXT    NOT NULL,
-    created_at_ms               INTEGER NOT NULL,
-    started_at_ms               INTEGER,
-    finished_at_ms              INTEGER,
-    owner_host_id               TEXT,
-    owner_pid                   INTEGER,
-    owner_nonce                 TEXT,
-    heartbeat_at_ms             INTEGER,
-    claim_host_id               TEXT,
-    claim_pid                   INTEGER,
-    claim_nonce                 TEXT,
-    claimed_at_ms               INTEGER,
-    cancel_requested_at_ms      INTEGER,
-    cancel_acknowledgement_json TEXT,
-    state_json                  TEXT    NOT NULL,
-    flow_id                     TEXT,
-    input_json                  TEXT,
-    result_json                 TEXT,
-    error                       TEXT,
-    idempotency_key             TEXT    UNIQUE,
+{first_table_columns("INTEGER")},
 
     CONSTRAINT tt_runs_run_id CHECK (length(run_id) > 0),
     CONSTRAINT tt_runs_status CHECK (status IN
@@ -182,6 +163,7 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     """
 
     _migrations = RUN_MIGRATIONS
+    _sql = _SQL
 
     async def _run(
         self, method: str, fn: Callable[[sqlite3.Connection], OutcomeT], *, write: bool
@@ -237,35 +219,7 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
 
         return await self._run("create", txn, write=True)
 
-    async def _get(self, run_id: str) -> RunRow | None:
-        def read(conn: sqlite3.Connection) -> RunRow | None:
-            found = conn.execute(_SQL.select_one, (run_id,)).fetchone()
-            return None if found is None else decode_row(found, "get")
-
-        return await self._run("get", read, write=False)
-
-    async def _list(
-        self,
-        statuses: Collection[str] | None,
-        limit: int | None,
-        claimable_at: int | None,
-        *,
-        newest_first: bool = False,
-        trigger_id: str | None = None,
-    ) -> list[RunRow]:
-        method = "list_runs" if claimable_at is None else "find_claimable"
-        query = _SQL.list_runs(
-            statuses,
-            limit,
-            claimable_at,
-            self._stale_after_ms,
-            newest_first=newest_first,
-            trigger_id=trigger_id,
-        )
-        if query is None:
-            return []
-        sql, params = query
-
+    async def _select(self, method: str, sql: str, params: Sequence[object]) -> list[RunRow]:
         def read(conn: sqlite3.Connection) -> list[RunRow]:
             return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
 

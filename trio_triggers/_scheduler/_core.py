@@ -160,10 +160,6 @@ class Scheduler:
     def options(self) -> SchedulerOptions:
         return self._options
 
-    @property
-    def host(self) -> str:
-        return self._settings.host
-
     def watermark(self, trigger_id: str) -> int | None:
         """This instance's watermark for a trigger (``None`` before first sight)."""
         return self._observed.get(trigger_id)
@@ -171,6 +167,11 @@ class Scheduler:
     def owned(self) -> dict[str, Owned]:
         """A copy of the in-memory ownership table (trigger id → :class:`Owned`)."""
         return dict(self._owned)
+
+    @property
+    def host(self) -> str:
+        """The host this instance claims fires as (``options.host``)."""
+        return self._settings.host
 
     def next_due_at(self) -> int | None:
         """When the next tick has work: on an indexed store the earliest attention instant

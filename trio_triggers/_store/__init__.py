@@ -2,49 +2,16 @@
 
 from __future__ import annotations
 
+from . import _models
 from ._memory import MemoryTriggerStore
-from ._models import (
-    OUTCOMES,
-    SETTLED_OUTCOMES,
-    TERMINAL_OUTCOMES,
-    Claim,
-    ClaimAction,
-    Fire,
-    FireRecord,
-    Held,
-    HistoryPage,
-    HistoryQuery,
-    Listed,
-    Outcome,
-    PendingClaim,
-    Result,
-    SchedulerHeartbeat,
-    is_unfinished,
-    listed,
-)
+from ._models import *  # noqa: F403 - the models are re-exported whole (their __all__ is the list)
 from ._protocol import TriggerStore
 from ._sqlite_store import SqliteTriggerStore, open_sqlite_trigger_store
 
 __all__ = [
-    "OUTCOMES",
-    "SETTLED_OUTCOMES",
-    "TERMINAL_OUTCOMES",
-    "Claim",
-    "ClaimAction",
-    "Fire",
-    "FireRecord",
-    "Held",
-    "HistoryPage",
-    "HistoryQuery",
-    "Listed",
     "MemoryTriggerStore",
-    "Outcome",
-    "PendingClaim",
-    "Result",
-    "SchedulerHeartbeat",
     "SqliteTriggerStore",
     "TriggerStore",
-    "is_unfinished",
-    "listed",
     "open_sqlite_trigger_store",
 ]
+__all__ += _models.__all__

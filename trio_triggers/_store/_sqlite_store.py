@@ -34,19 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from .._executor import Executor
-    from ._backend import (
-        Body,
-        EncodedTrigger,
-        Hint,
-        Method,
-        RawAttention,
-        RawDue,
-        RawFireRecord,
-        RawState,
-        RawTrigger,
-        StoreTx,
-        TriggerWrite,
-    )
+    from . import _backend as backend
     from ._models import HistoryQuery
 
 __all__ = [
@@ -138,16 +126,18 @@ class _SqliteTx:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._c = connection
 
-    def trigger(self, trigger_id: str) -> RawTrigger | None:
-        row: RawTrigger | None = self._c.execute(_SQL.select_trigger, (trigger_id,)).fetchone()
+    def trigger(self, trigger_id: str) -> backend.RawTrigger | None:
+        row: backend.RawTrigger | None = self._c.execute(
+            _SQL.select_trigger, (trigger_id,)
+        ).fetchone()
         return row
 
-    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+    def triggers(self, *, enabled_only: bool) -> builtins.list[backend.RawTrigger]:
         sql = _SQL.select_enabled if enabled_only else _SQL.select_triggers
         return self._c.execute(sql).fetchall()
 
-    def state(self, trigger_id: str) -> RawState | None:
-        row: RawState | None = self._c.execute(_SQL.select_state, (trigger_id,)).fetchone()
+    def state(self, trigger_id: str) -> backend.RawState | None:
+        row: backend.RawState | None = self._c.execute(_SQL.select_state, (trigger_id,)).fetchone()
         return row
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
@@ -158,7 +148,7 @@ class _SqliteTx:
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[RawState, tuple[object, object] | None] | None:
+    ) -> tuple[backend.RawState, tuple[object, object] | None] | None:
         return _SQL.state_and_fire(
             self._c.execute(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
         )
@@ -171,11 +161,11 @@ class _SqliteTx:
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
-    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
+    def upsert(self, trigger: backend.EncodedTrigger, registered_at: int) -> None:
         self._c.execute(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
-    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
-        rows: list[RawAttention] = []
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawAttention]:
+        rows: list[backend.RawAttention] = []
         for start in range(0, len(trigger_ids), 500):
             chunk = trigger_ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
@@ -188,7 +178,7 @@ class _SqliteTx:
     def set_registered_at(self, trigger_id: str, registered_at: int) -> None:
         self._c.execute(_SQL.set_registered_at, (registered_at, trigger_id))
 
-    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+    def due(self, now: int, limit: int) -> builtins.list[backend.RawDue]:
         return self._c.execute(_SQL.due, (now, limit)).fetchall()
 
     def hold(self, trigger_ids: Sequence[str], until: int) -> None:
@@ -198,18 +188,20 @@ class _SqliteTx:
         row = self._c.execute(_SQL.next_attention).fetchone()
         return None if row is None else row[0]
 
-    def holding(self) -> builtins.list[RawDue]:
+    def holding(self) -> builtins.list[backend.RawDue]:
         return self._c.execute(_SQL.holding).fetchall()
 
-    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+    def apply(self, trigger_id: str, write: backend.TriggerWrite) -> None:
         self._c.execute(*_SQL.statement(trigger_id, write))
 
-    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+    def apply_all(self, trigger_id: str, writes: tuple[backend.TriggerWrite, ...]) -> None:
         execute = self._c.execute
         for statement in _SQL.statements(trigger_id, writes):
             execute(*statement)
 
-    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+    def history(
+        self, query: HistoryQuery, fetch: int | None
+    ) -> builtins.list[backend.RawFireRecord]:
         return self._c.execute(*_SQL.history(query, fetch)).fetchall()
 
     def prune(self, older_than: int) -> int:
@@ -277,8 +269,8 @@ class SqliteTriggerStore(EngineStore):
 
     async def _run(
         self,
-        method: Method,
-        body: Callable[[StoreTx, int], T],
+        method: backend.Method,
+        body: Callable[[backend.StoreTx, int], T],
         *,
         now: bool = False,
         checkpoint: bool = True,
@@ -295,11 +287,15 @@ class SqliteTriggerStore(EngineStore):
         except _DRIVER_ERRORS as exc:
             raise failure_for(method) from exc
 
-    async def _run_alone(self, method: Method, body: Body) -> Any:
+    async def _run_alone(self, method: backend.Method, body: backend.Body) -> Any:
         return await self._run(method, body, now=method in CLOCK_METHODS, checkpoint=False)
 
     async def _run_batch(
-        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = (), now: bool = True
+        self,
+        bodies: Sequence[backend.Body],
+        *,
+        hints: Sequence[backend.Hint] = (),
+        now: bool = True,
     ) -> builtins.list[Any]:
         del hints  # every read is a local call: nothing to gain from reading ahead
         at = self._clock.now_ms() if now else 0

@@ -38,7 +38,7 @@ import psycopg_pool
 import trio
 from psycopg.rows import TupleRow
 
-from .._executor import Executor, ThreadExecutor
+from .._executor import Executor, ExecutorResource, ThreadExecutor
 from .._migrations import Migration, MigrationDialect, apply_migrations
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def build_conninfo(dsn: str, timeouts: TimeoutSettings, *, application_name: str
 
 
 @final
-class PostgresDatabase:
+class PostgresDatabase(ExecutorResource):
     """A pool of PostgreSQL connections used by one store.
 
     Create it with :meth:`open` (inside ``trio.run``) and close it with :meth:`aclose`.
@@ -169,15 +169,10 @@ class PostgresDatabase:
         timeouts: TimeoutSettings,
         pool_size: int,
     ) -> None:
+        super().__init__(executor)
         self._pool = pool
-        self._executor = executor
         self._timeouts = timeouts
         self._pool_size = pool_size
-        self._closed = False
-
-    @property
-    def executor(self) -> Executor:
-        return self._executor
 
     @property
     def pool_size(self) -> int:
@@ -186,10 +181,6 @@ class PostgresDatabase:
     @property
     def timeouts(self) -> TimeoutSettings:
         return self._timeouts
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @classmethod
     async def open(

@@ -41,7 +41,7 @@ from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutS
 from ._schema import RUN_MIGRATIONS
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from .._clock import WallClock
     from .._executor import Executor
@@ -86,6 +86,7 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     """
 
     _migrations = RUN_MIGRATIONS
+    _sql = _SQL
     # A MigrationError, or the pool failing underneath it.
     _migration_errors = (Exception,)
 
@@ -152,35 +153,7 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
 
         return await self._run("create", txn)
 
-    async def _get(self, run_id: str) -> RunRow | None:
-        def read(conn: Connection) -> RunRow | None:
-            found = conn.execute(_SQL.select_one, (run_id,)).fetchone()
-            return None if found is None else decode_row(found, "get")
-
-        return await self._run("get", read)
-
-    async def _list(
-        self,
-        statuses: Collection[str] | None,
-        limit: int | None,
-        claimable_at: int | None,
-        *,
-        newest_first: bool = False,
-        trigger_id: str | None = None,
-    ) -> list[RunRow]:
-        method = "list_runs" if claimable_at is None else "find_claimable"
-        query = _SQL.list_runs(
-            statuses,
-            limit,
-            claimable_at,
-            self._stale_after_ms,
-            newest_first=newest_first,
-            trigger_id=trigger_id,
-        )
-        if query is None:
-            return []
-        sql, params = query
-
+    async def _select(self, method: str, sql: str, params: Sequence[object]) -> list[RunRow]:
         def read(conn: Connection) -> list[RunRow]:
             return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
 

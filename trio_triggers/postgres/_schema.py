@@ -21,6 +21,7 @@ and opening reports ``could not run trigger migrations``.
 from __future__ import annotations
 
 from .._migrations import Migration, owns_run_migration, owns_trigger_migration
+from .._ownership._backend import first_table_columns
 from .._store._backend import UNKNOWN
 
 __all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
@@ -109,27 +110,7 @@ RUN_MIGRATIONS: list[Migration] = [
         [
             f"""
             CREATE TABLE IF NOT EXISTS tt_runs (
-                run_id                      TEXT   NOT NULL PRIMARY KEY,
-                status                      TEXT   NOT NULL,
-                created_at_ms               BIGINT NOT NULL,
-                started_at_ms               BIGINT,
-                finished_at_ms              BIGINT,
-                owner_host_id               TEXT,
-                owner_pid                   BIGINT,
-                owner_nonce                 TEXT,
-                heartbeat_at_ms             BIGINT,
-                claim_host_id               TEXT,
-                claim_pid                   BIGINT,
-                claim_nonce                 TEXT,
-                claimed_at_ms               BIGINT,
-                cancel_requested_at_ms      BIGINT,
-                cancel_acknowledgement_json TEXT,
-                state_json                  TEXT   NOT NULL,
-                flow_id                     TEXT,
-                input_json                  TEXT,
-                result_json                 TEXT,
-                error                       TEXT,
-                idempotency_key             TEXT   UNIQUE,
+{first_table_columns("BIGINT")},
 
                 CONSTRAINT tt_runs_run_id CHECK (length(run_id) > 0),
                 CONSTRAINT tt_runs_status CHECK (status IN

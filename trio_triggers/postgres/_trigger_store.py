@@ -41,19 +41,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from .._executor import Executor
-    from .._store._backend import (
-        Body,
-        EncodedTrigger,
-        Hint,
-        Method,
-        RawAttention,
-        RawDue,
-        RawFireRecord,
-        RawState,
-        RawTrigger,
-        StoreTx,
-        TriggerWrite,
-    )
+    from .._store import _backend as backend
     from .._store._models import HistoryQuery
 
 __all__ = ["PostgresTriggerStore", "open_postgres_trigger_store"]
@@ -107,7 +95,9 @@ class _PostgresTx:
         self._pending: list[tuple[str, tuple[object, ...]]] = []
         # trigger id -> (occurrence, state_with_fire answer) read ahead by ``prefetch``; an
         # entry answers only the FIRST access to its trigger (any later read may follow writes).
-        self._prefetched: dict[str, tuple[int, tuple[RawState, tuple[object, object] | None]]] = {}
+        self._prefetched: dict[
+            str, tuple[int, tuple[backend.RawState, tuple[object, object] | None]]
+        ] = {}
 
     def prefetch(self, hints: Sequence[tuple[str, int] | None]) -> None:
         """Read and lock every hinted trigger row (and its hinted ledger row) in one query."""
@@ -173,14 +163,14 @@ class _PostgresTx:
                 self._c.execute(queued, queued_params)
             self._c.commit()
 
-    def trigger(self, trigger_id: str) -> RawTrigger | None:
+    def trigger(self, trigger_id: str) -> backend.RawTrigger | None:
         self._forget(trigger_id)
         return self._query(_SQL.select_trigger, (trigger_id,)).fetchone()
 
-    def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
+    def triggers(self, *, enabled_only: bool) -> builtins.list[backend.RawTrigger]:
         return self._query(_SQL.select_enabled if enabled_only else _SQL.select_triggers).fetchall()
 
-    def state(self, trigger_id: str) -> RawState | None:
+    def state(self, trigger_id: str) -> backend.RawState | None:
         self._forget(trigger_id)
         sql = _SQL.lock_state if self._lock else _SQL.select_state
         return self._query(sql, (trigger_id,)).fetchone()
@@ -192,7 +182,7 @@ class _PostgresTx:
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[RawState, tuple[object, object] | None] | None:
+    ) -> tuple[backend.RawState, tuple[object, object] | None] | None:
         if self._prefetched:
             ahead = self._prefetched.pop(trigger_id, None)
             if ahead is not None and ahead[0] == occurrence:
@@ -232,11 +222,11 @@ class _PostgresTx:
         value = row[0] if row is not None else None
         return value if isinstance(value, int) else None
 
-    def upsert(self, trigger: EncodedTrigger, registered_at: int) -> None:
+    def upsert(self, trigger: backend.EncodedTrigger, registered_at: int) -> None:
         self._forget(trigger.trigger_id)
         self._write(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
 
-    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
+    def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawAttention]:
         return self._query(_ATTENTION_INPUTS, (list(trigger_ids),)).fetchall()
 
     def set_attention(self, trigger_id: str, attention_at: int | None) -> None:
@@ -246,7 +236,7 @@ class _PostgresTx:
         self._forget(trigger_id)
         self._write(_SQL.set_registered_at, (registered_at, trigger_id))
 
-    def due(self, now: int, limit: int) -> builtins.list[RawDue]:
+    def due(self, now: int, limit: int) -> builtins.list[backend.RawDue]:
         return self._query(_SQL.due, (now, limit)).fetchall()
 
     def hold(self, trigger_ids: Sequence[str], until: int) -> None:
@@ -256,19 +246,21 @@ class _PostgresTx:
         row = self._query(_SQL.next_attention).fetchone()
         return None if row is None else row[0]
 
-    def holding(self) -> builtins.list[RawDue]:
+    def holding(self) -> builtins.list[backend.RawDue]:
         return self._query(_SQL.holding).fetchall()
 
-    def apply(self, trigger_id: str, write: TriggerWrite) -> None:
+    def apply(self, trigger_id: str, write: backend.TriggerWrite) -> None:
         self._forget(trigger_id)
         self._write(*_SQL.statement(trigger_id, write))
 
-    def apply_all(self, trigger_id: str, writes: tuple[TriggerWrite, ...]) -> None:
+    def apply_all(self, trigger_id: str, writes: tuple[backend.TriggerWrite, ...]) -> None:
         self._forget(trigger_id)
         for statement in _SQL.statements(trigger_id, writes):
             self._write(*statement)
 
-    def history(self, query: HistoryQuery, fetch: int | None) -> builtins.list[RawFireRecord]:
+    def history(
+        self, query: HistoryQuery, fetch: int | None
+    ) -> builtins.list[backend.RawFireRecord]:
         rows = self._query(*_SQL.history(query, fetch)).fetchall()
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
@@ -319,7 +311,11 @@ class PostgresTriggerStore(EngineStore):
             raise TriggerError("store", "could not run trigger migrations") from exc
 
     async def _run(
-        self, method: Method, body: Callable[[StoreTx, int], T], *, now: bool = False
+        self,
+        method: backend.Method,
+        body: Callable[[backend.StoreTx, int], T],
+        *,
+        now: bool = False,
     ) -> T:
         # The clock is read on the Trio thread, once, before the transaction: worker threads
         # cannot read a Trio clock, and the database's now() is never used.
@@ -340,7 +336,11 @@ class PostgresTriggerStore(EngineStore):
             raise failure_for(method) from exc
 
     async def _run_batch(
-        self, bodies: Sequence[Body], *, hints: Sequence[Hint] = (), now: bool = True
+        self,
+        bodies: Sequence[backend.Body],
+        *,
+        hints: Sequence[backend.Hint] = (),
+        now: bool = True,
     ) -> builtins.list[Any]:
         at = self._clock.now_ms() if now else 0
 

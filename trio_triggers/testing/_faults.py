@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, final
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, final
 
 import msgspec
 import trio
@@ -35,36 +35,7 @@ if TYPE_CHECKING:
     import builtins
 
     from .._declarations import RegisteredTrigger, Trigger
-    from .._ownership._models import (
-        Abandoned,
-        Activated,
-        AlreadyClaimed,
-        AlreadyRequested,
-        CancelRequested,
-        ClaimAndOwnOutcome,
-        ClaimChanged,
-        Claimed,
-        ClaimFresh,
-        ClaimLost,
-        Created,
-        Existing,
-        FenceLost,
-        GuardFailed,
-        HeartbeatFresh,
-        LivenessUnconfirmed,
-        NotFound,
-        Recovered,
-        RunRow,
-        RunStatus,
-        RunStore,
-        SnapshotChanged,
-        Snapshotish,
-        StealOutcome,
-        Terminal,
-        Transitioned,
-        TransitionGuard,
-        Updated,
-    )
+    from .._ownership import _models as ownership
     from .._ownership._owner import OwnerId
     from .._store._attention import DueRow
     from .._store._models import (
@@ -90,6 +61,8 @@ __all__ = [
     "InjectedFault",
     "StoreCall",
 ]
+
+T = TypeVar("T")
 
 FaultKind = Literal["fail_before", "fail_after", "slow", "hang"]
 
@@ -250,10 +223,10 @@ class _FaultingBase:
     async def _call(
         self,
         method: str,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Awaitable[T]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    ) -> T:
         shared = self._shared
         kw = kwargs or {}
         fault = self._pick(method, args)
@@ -295,10 +268,10 @@ class _FaultingBase:
     async def _reach(
         self,
         call: StoreCall,
-        fn: Callable[..., Awaitable[Any]],
+        fn: Callable[..., Awaitable[T]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> Any:
+    ) -> T:
         shared = self._shared
         if shared.lock is None and shared.observer is None:
             call.reached = True
@@ -325,7 +298,7 @@ class _FaultingBase:
                 call.answer = answer
                 if shared.observer is not None:
                     await shared.observer.after(call)
-                return answer
+            return answer
         finally:
             if shared.lock is not None:
                 shared.lock.release()
@@ -382,8 +355,7 @@ class FaultyTriggerStore(_FaultingBase):
         return answer
 
     async def get(self, trigger_id: str) -> RegisteredTrigger | None:
-        answer: RegisteredTrigger | None = await self._call("get", self.inner.get, (trigger_id,))
-        return answer
+        return await self._call("get", self.inner.get, (trigger_id,))
 
     async def list(self) -> list[Listed]:
         answer: list[Listed] = await self._call("list", self.inner.list, ())
@@ -392,10 +364,7 @@ class FaultyTriggerStore(_FaultingBase):
         return answer
 
     async def list_enabled(self) -> builtins.list[RegisteredTrigger]:
-        answer: builtins.list[RegisteredTrigger] = await self._call(
-            "list_enabled", self.inner.list_enabled, ()
-        )
-        return answer
+        return await self._call("list_enabled", self.inner.list_enabled, ())
 
     async def claim_fire(
         self,
@@ -405,24 +374,22 @@ class FaultyTriggerStore(_FaultingBase):
         expected_revision: int,
         resume_buffered: bool = False,
     ) -> Claim:
-        answer: Claim = await self._call(
+        return await self._call(
             "claim_fire",
             self.inner.claim_fire,
             (trigger_id, occurrence),
             {"expected_revision": expected_revision, "resume_buffered": resume_buffered},
         )
-        return answer
 
     async def claim_pending(
         self, trigger_id: str, *, expected_revision: int
     ) -> PendingClaim | None:
-        answer: PendingClaim | None = await self._call(
+        return await self._call(
             "claim_pending",
             self.inner.claim_pending,
             (trigger_id,),
             {"expected_revision": expected_revision},
         )
-        return answer
 
     async def record_result(self, result: Result) -> None:
         await self._call("record_result", self.inner.record_result, (result,))
@@ -436,38 +403,30 @@ class FaultyTriggerStore(_FaultingBase):
         await self._call("set_pending", self.inner.set_pending, (trigger_id, occurrence))
 
     async def active_run(self, trigger_id: str) -> str | None:
-        answer: str | None = await self._call("active_run", self.inner.active_run, (trigger_id,))
-        return answer
+        return await self._call("active_run", self.inner.active_run, (trigger_id,))
 
     async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
-        answer: int | None = await self._call(
+        return await self._call(
             "active_occurrence", self.inner.active_occurrence, (trigger_id, run_id)
         )
-        return answer
 
     async def clear_active(self, trigger_id: str, run_id: str) -> None:
         await self._call("clear_active", self.inner.clear_active, (trigger_id, run_id))
 
     async def history(self, query: HistoryQuery | None = None) -> HistoryPage:
-        answer: HistoryPage = await self._call("history", self.inner.history, (query,))
-        return answer
+        return await self._call("history", self.inner.history, (query,))
 
     async def prune_fires(self, older_than: int) -> int:
-        answer: int = await self._call("prune_fires", self.inner.prune_fires, (older_than,))
-        return answer
+        return await self._call("prune_fires", self.inner.prune_fires, (older_than,))
 
     async def inspect(self, trigger_id: str) -> Held:
-        answer: Held = await self._call("inspect", self.inner.inspect, (trigger_id,))
-        return answer
+        return await self._call("inspect", self.inner.inspect, (trigger_id,))
 
     async def heartbeat(self, host: str) -> None:
         await self._call("heartbeat", self.inner.heartbeat, (host,))
 
     async def last_heartbeat(self) -> SchedulerHeartbeat | None:
-        answer: SchedulerHeartbeat | None = await self._call(
-            "last_heartbeat", self.inner.last_heartbeat, ()
-        )
-        return answer
+        return await self._call("last_heartbeat", self.inner.last_heartbeat, ())
 
 
 @final
@@ -479,7 +438,7 @@ class FaultyRunStore(_FaultingBase):
 
     def __init__(
         self,
-        inner: RunStore,
+        inner: ownership.RunStore,
         *,
         decide: DecideFn | None = None,
         observer: CallObserver | None = None,
@@ -513,68 +472,65 @@ class FaultyRunStore(_FaultingBase):
         flow_id: str | None = None,
         input_json: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Created | Existing:
-        answer: Created | Existing = await self._call(
+    ) -> ownership.Created | ownership.Existing:
+        return await self._call(
             "create",
             self.inner.create,
             (run_id, state_json),
             {"flow_id": flow_id, "input_json": input_json, "idempotency_key": idempotency_key},
         )
-        return answer
 
-    async def get(self, run_id: str) -> RunRow:
-        answer: RunRow = await self._call("get", self.inner.get, (run_id,))
-        return answer
+    async def get(self, run_id: str) -> ownership.RunRow:
+        return await self._call("get", self.inner.get, (run_id,))
 
     async def claim(
-        self, run_id: str, expected: Snapshotish, claimant: OwnerId, now_ms: int
-    ) -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged:
-        answer: (
-            Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged
-        ) = await self._call("claim", self.inner.claim, (run_id, expected, claimant, now_ms))
-        return answer
+        self, run_id: str, expected: ownership.Snapshotish, claimant: OwnerId, now_ms: int
+    ) -> (
+        ownership.Claimed
+        | ownership.NotFound
+        | ownership.AlreadyClaimed
+        | ownership.HeartbeatFresh
+        | ownership.SnapshotChanged
+    ):
+        return await self._call("claim", self.inner.claim, (run_id, expected, claimant, now_ms))
 
     async def activate(
-        self, run_id: str, claimant: OwnerId, claimed_at_ms: int, expected: Snapshotish
-    ) -> Activated | ClaimLost | SnapshotChanged:
-        answer: Activated | ClaimLost | SnapshotChanged = await self._call(
+        self, run_id: str, claimant: OwnerId, claimed_at_ms: int, expected: ownership.Snapshotish
+    ) -> ownership.Activated | ownership.ClaimLost | ownership.SnapshotChanged:
+        return await self._call(
             "activate", self.inner.activate, (run_id, claimant, claimed_at_ms, expected)
         )
-        return answer
 
     async def abandon_claim(
         self, run_id: str, claimant: OwnerId, claimed_at_ms: int
-    ) -> Abandoned | ClaimLost:
-        answer: Abandoned | ClaimLost = await self._call(
+    ) -> ownership.Abandoned | ownership.ClaimLost:
+        return await self._call(
             "abandon_claim", self.inner.abandon_claim, (run_id, claimant, claimed_at_ms)
         )
-        return answer
 
     async def claim_and_own(
         self,
         run_id: str,
-        expected: Snapshotish,
+        expected: ownership.Snapshotish,
         owner: OwnerId,
         now_ms: int,
         evidence: Any = None,
-    ) -> ClaimAndOwnOutcome:
-        answer: ClaimAndOwnOutcome = await self._call(
+    ) -> ownership.ClaimAndOwnOutcome:
+        return await self._call(
             "claim_and_own", self.inner.claim_and_own, (run_id, expected, owner, now_ms, evidence)
         )
-        return answer
 
     async def steal(
         self,
         run_id: str,
-        expected: Snapshotish,
+        expected: ownership.Snapshotish,
         claimant: OwnerId,
         now_ms: int,
         evidence: Any,
-    ) -> StealOutcome:
-        answer: StealOutcome = await self._call(
+    ) -> ownership.StealOutcome:
+        return await self._call(
             "steal", self.inner.steal, (run_id, expected, claimant, now_ms, evidence)
         )
-        return answer
 
     async def recover_claim(
         self,
@@ -584,45 +540,42 @@ class FaultyRunStore(_FaultingBase):
         observer: OwnerId,
         now_ms: int,
         evidence: Any,
-    ) -> Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed:
-        answer: (
-            Recovered | NotFound | ClaimFresh | ClaimChanged | LivenessUnconfirmed
-        ) = await self._call(
+    ) -> (
+        ownership.Recovered
+        | ownership.NotFound
+        | ownership.ClaimFresh
+        | ownership.ClaimChanged
+        | ownership.LivenessUnconfirmed
+    ):
+        return await self._call(
             "recover_claim",
             self.inner.recover_claim,
             (run_id, stale_claimant, claimed_at_ms, observer, now_ms, evidence),
         )
-        return answer
 
     async def heartbeat(
         self, run_id: str, owner: OwnerId, now_ms: int
-    ) -> Updated | FenceLost | NotFound:
-        answer: Updated | FenceLost | NotFound = await self._call(
-            "heartbeat", self.inner.heartbeat, (run_id, owner, now_ms)
-        )
-        return answer
+    ) -> ownership.Updated | ownership.FenceLost | ownership.NotFound:
+        return await self._call("heartbeat", self.inner.heartbeat, (run_id, owner, now_ms))
 
     async def reconfirm(
         self, run_id: str, owner: OwnerId, now_ms: int
-    ) -> Updated | FenceLost | NotFound:
-        answer: Updated | FenceLost | NotFound = await self._call(
-            "reconfirm", self.inner.reconfirm, (run_id, owner, now_ms)
-        )
-        return answer
+    ) -> ownership.Updated | ownership.FenceLost | ownership.NotFound:
+        return await self._call("reconfirm", self.inner.reconfirm, (run_id, owner, now_ms))
 
     async def transition_owned(
         self,
         run_id: str,
         owner: OwnerId,
-        to_status: RunStatus,
+        to_status: ownership.RunStatus,
         *,
         state_json: str | None = None,
         result_json: str | None = None,
         error: str | None = None,
-        guard: TransitionGuard | None = None,
+        guard: ownership.TransitionGuard | None = None,
         output_json: str | None = None,
-    ) -> Transitioned | FenceLost | NotFound | GuardFailed:
-        answer: Transitioned | FenceLost | NotFound | GuardFailed = await self._call(
+    ) -> ownership.Transitioned | ownership.FenceLost | ownership.NotFound | ownership.GuardFailed:
+        return await self._call(
             "transition_owned",
             self.inner.transition_owned,
             (run_id, owner, to_status),
@@ -634,21 +587,21 @@ class FaultyRunStore(_FaultingBase):
                 "output_json": output_json,
             },
         )
-        return answer
 
     async def request_cancel(
         self, run_id: str, now_ms: int
-    ) -> CancelRequested | AlreadyRequested | Terminal | NotFound:
-        answer: CancelRequested | AlreadyRequested | Terminal | NotFound = await self._call(
-            "request_cancel", self.inner.request_cancel, (run_id, now_ms)
-        )
-        return answer
+    ) -> (
+        ownership.CancelRequested
+        | ownership.AlreadyRequested
+        | ownership.Terminal
+        | ownership.NotFound
+    ):
+        return await self._call("request_cancel", self.inner.request_cancel, (run_id, now_ms))
 
     async def acknowledge_cancel(self, run_id: str, owner: OwnerId, now_ms: int) -> bool:
-        answer: bool = await self._call(
+        return await self._call(
             "acknowledge_cancel", self.inner.acknowledge_cancel, (run_id, owner, now_ms)
         )
-        return answer
 
 
 class IndexedFaultyTriggerStore(FaultyTriggerStore):
@@ -660,17 +613,12 @@ class IndexedFaultyTriggerStore(FaultyTriggerStore):
 
     async def due(self, now: int, *, limit: int = 1024, hold_ms: int = 0) -> builtins.list[DueRow]:
         inner: Any = self.inner
-        answer: builtins.list[DueRow] = await self._call(
-            "due", inner.due, (now,), {"limit": limit, "hold_ms": hold_ms}
-        )
-        return answer
+        return await self._call("due", inner.due, (now,), {"limit": limit, "hold_ms": hold_ms})
 
     async def next_attention(self) -> int | None:
         inner: Any = self.inner
-        answer: int | None = await self._call("next_attention", inner.next_attention, ())
-        return answer
+        return await self._call("next_attention", inner.next_attention, ())
 
     async def holding(self) -> builtins.list[DueRow]:
         inner: Any = self.inner
-        answer: builtins.list[DueRow] = await self._call("holding", inner.holding, ())
-        return answer
+        return await self._call("holding", inner.holding, ())

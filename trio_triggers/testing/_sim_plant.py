@@ -222,9 +222,9 @@ class _FenceSkippingStore(_WrappedStore):
 # --------------------------------------------------------------------------- the scheduler
 
 
-class _SwallowingClaims(SchedulerHook):
-    """Planted bug ``watermark_before_dispatch``: a failed dispatch is treated as done, so the
-    watermark passes it."""
+class _FailedClaimBug(SchedulerHook):
+    """What both planted claim bugs share: a claim that fails (but for a revision mismatch, which
+    the scheduler handles itself) goes to :meth:`failed`, where the bug lives."""
 
     async def around_claim(
         self,
@@ -235,11 +235,33 @@ class _SwallowingClaims(SchedulerHook):
         try:
             await claim(trigger, occurrence)
         except TriggerError as err:
-            if err.code == "revision_mismatch":
+            if err.code == "revision_mismatch" or not await self.failed(claim, trigger, occurrence):
                 raise
 
+    async def failed(
+        self,
+        claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
+        trigger: RegisteredTrigger,
+        occurrence: int,
+    ) -> bool:
+        """The bug's answer to the failed claim of ``occurrence``: whether to swallow it."""
+        raise NotImplementedError
 
-class _ClaimingPastFailures(SchedulerHook):
+
+class _SwallowingClaims(_FailedClaimBug):
+    """Planted bug ``watermark_before_dispatch``: a failed dispatch is treated as done, so the
+    watermark passes it."""
+
+    async def failed(
+        self,
+        claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
+        trigger: RegisteredTrigger,
+        occurrence: int,
+    ) -> bool:
+        return True
+
+
+class _ClaimingPastFailures(_FailedClaimBug):
     """Planted bug ``claim_past_failed_claim``: after a failed claim the tick goes on to claim
     the trigger's later due boundaries (the reference listing tick's way), so the shared fire
     cursor passes a boundary that is still owed; then the failure is raised as usual."""
@@ -247,23 +269,18 @@ class _ClaimingPastFailures(SchedulerHook):
     def __init__(self, clock: WallClock) -> None:
         self._clock = clock
 
-    async def around_claim(
+    async def failed(
         self,
         claim: Callable[[RegisteredTrigger, int], Awaitable[None]],
         trigger: RegisteredTrigger,
         occurrence: int,
-    ) -> None:
-        try:
-            await claim(trigger, occurrence)
-        except TriggerError as err:
-            if err.code == "revision_mismatch":
-                raise
-            cron = Cron.parse(trigger.cron, trigger.timezone)
-            later = cron.occurrences_between(occurrence, self._clock.now_ms(), limit=10)
-            for after in later:
-                with contextlib.suppress(TriggerError):
-                    await claim(trigger, after)
-            raise
+    ) -> bool:
+        cron = Cron.parse(trigger.cron, trigger.timezone)
+        later = cron.occurrences_between(occurrence, self._clock.now_ms(), limit=10)
+        for after in later:
+            with contextlib.suppress(TriggerError):
+                await claim(trigger, after)
+        return False
 
 
 def claim_hook(bugs: frozenset[str], clock: WallClock) -> SchedulerHook:

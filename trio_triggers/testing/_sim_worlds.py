@@ -65,6 +65,21 @@ AUDITED = (
 #: Three hourly ``supersede`` triggers: every claim displaces a predecessor.
 SUPERSEDING = tuple(_trigger(i, f"{i * 20} * * * *", "supersede") for i in range(3))
 
+
+def _alone_on_failing_store(*, days: float, crashes_per_day: float) -> SimConfig:
+    """A lone scheduler on the audited triggers whose store fails often but never hangs (a hang
+    would stall the only scheduler until the quiet phase): where the bugs of a failed store call
+    bite, with nobody else to cover for them."""
+    return SimConfig(
+        days=days,
+        schedulers=1,
+        store_fault_rate=0.2,
+        store_hangs=False,
+        crashes_per_day=crashes_per_day,
+        declarations=AUDITED,
+    )
+
+
 #: Each planted bug, the world where it matters, and the invariants that may report it. Each
 #: world is made to contend where its bug bites (docs/simulation.md, "Proving the checkers"):
 #: a lone scheduler whose store fails often but never hangs (a hang would stall the only
@@ -72,26 +87,10 @@ SUPERSEDING = tuple(_trigger(i, f"{i * 20} * * * *", "supersede") for i in range
 #: after a reservation is granted.
 PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
     "watermark_before_dispatch": PlantedWorld(
-        SimConfig(
-            days=1.5,
-            schedulers=1,
-            store_fault_rate=0.2,
-            store_hangs=False,
-            crashes_per_day=0,
-            declarations=AUDITED,
-        ),
-        frozenset({"T20"}),
+        _alone_on_failing_store(days=1.5, crashes_per_day=0), frozenset({"T20"})
     ),
     "claim_past_failed_claim": PlantedWorld(
-        SimConfig(
-            days=3,
-            schedulers=1,
-            store_fault_rate=0.2,
-            store_hangs=False,
-            crashes_per_day=6,
-            declarations=AUDITED,
-        ),
-        frozenset({"T20"}),
+        _alone_on_failing_store(days=3, crashes_per_day=6), frozenset({"T20"})
     ),
     "skip_revision_fence": PlantedWorld(
         SimConfig(
