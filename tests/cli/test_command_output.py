@@ -16,7 +16,8 @@ import pytest
 import trio
 
 import trio_triggers
-from trio_triggers import OUTPUT_TAIL_BYTES, RunContext, RunOutput
+from tests.cli.flow_support import context
+from trio_triggers import OUTPUT_TAIL_BYTES, RunOutput
 from trio_triggers.cli import main
 from trio_triggers.cli._flows import CommandFailed, CommandFlow
 
@@ -31,20 +32,6 @@ CHATTY = (
     "for i in range(10_000): sys.stdout.write(f'line {i:04}\\n')\n"
     "sys.stderr.write('a warning\\n')\n"
 )
-
-
-def context() -> RunContext:
-    async def save(_: str) -> None:
-        return None
-
-    return RunContext(
-        run_id="run-1",
-        flow_id="f",
-        idempotency_key=None,
-        state=None,
-        save=save,
-        cancel_seen=trio.Event(),
-    )
 
 
 async def test_a_long_stdout_keeps_its_tail_and_its_size() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from trio_triggers._local_runner import RunContext
+from tests.cli.flow_support import context
 from trio_triggers.cli._flows import CommandFlow
 
 if TYPE_CHECKING:
@@ -38,20 +38,6 @@ def live_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             found.append(int(entry.name))
     return found
-
-
-def context() -> RunContext:
-    async def save(_: str) -> None:
-        return None
-
-    return RunContext(
-        run_id="run-1",
-        flow_id="f",
-        idempotency_key=None,
-        state=None,
-        save=save,
-        cancel_seen=trio.Event(),
-    )
 
 
 async def start_then_cancel(argv: Sequence[str], pidfile: Path, kill_grace: float) -> int:
