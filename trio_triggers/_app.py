@@ -36,11 +36,12 @@ from ._groups import one_exception
 from ._identities import BOUNDARY_STAMP_LENGTH, idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
+from ._operations import pause_trigger, resume_trigger
 from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
-from ._store import HistoryPage, HistoryQuery, Outcome, TriggerStore
+from ._store import HistoryPage, HistoryQuery, Outcome, Resumed, ResumePoint, TriggerStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection
@@ -278,6 +279,28 @@ class Triggers:
             }
         )
         return await self._store.register(trigger)
+
+    # --- operator state (docs/operations.md) -------------------------------------------
+
+    async def pause(
+        self, trigger_id: str, *, note: str | None = None, by: str | None = None
+    ) -> RegisteredTrigger:
+        """Pause ``trigger_id``: nothing new starts until :meth:`resume`; runs it holds settle.
+
+        The pause is operator state, not part of the declaration: :meth:`schedule` (or a config
+        file applied again) leaves it in place. ``by`` defaults to ``user@host``. Pausing a
+        paused trigger keeps its pause time (a new ``note`` replaces the old one).
+        """
+        return await pause_trigger(self._store, trigger_id, note=note, by=by)
+
+    async def resume(self, trigger_id: str, *, point: ResumePoint) -> Resumed:
+        """End ``trigger_id``'s pause from a stated ``point``.
+
+        ``"now"``: what fell due while paused is skipped (counted in ``Resumed.skipped``, never
+        fired) and the next boundary after now fires; ``"policy"``: it is owed under the
+        trigger's catch-up policy, exactly as after downtime.
+        """
+        return await resume_trigger(self._store, trigger_id, point=point)
 
     # --- serving -----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from ._json import JsonValue, JsonValueError, copy_json
 __all__ = [
     "CatchUp",
     "Overlap",
+    "Pause",
     "RegisteredTrigger",
     "Schedule",
     "Trigger",
@@ -97,15 +98,41 @@ class Trigger(msgspec.Struct, frozen=True, kw_only=True):
         return trigger
 
 
+class Pause(msgspec.Struct, frozen=True, kw_only=True):
+    """An operator's pause of a trigger: since when (epoch ms, the store's clock), why, by whom.
+
+    A pause is operator state, kept beside the declaration and never part of it, so that
+    re-applying a config file (which re-registers declarations) leaves it in place.
+    """
+
+    at: int
+    note: str | None = None
+    by: str | None = None
+
+
 class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     """A trigger as a store holds it: the declaration plus ``revision`` and the fire cursor.
 
-    ``revision`` is 1 on first registration and grows by one on every re-registration;
-    ``last_fired_at`` is the durable fire cursor (``None`` until a claim or result advances it).
+    ``revision`` is 1 on first registration and grows by one on every re-registration, pause
+    and resume; ``last_fired_at`` is the durable fire cursor (``None`` until a claim or result
+    advances it). ``paused`` is the operator's pause (``None`` unless paused), and
+    ``resume_after`` the instant a ``resume`` from ``"now"`` skipped everything up to: no
+    occurrence at or before it is owed.
     """
 
     revision: int
     last_fired_at: int | None = None
+    paused: Pause | None = None
+    resume_after: int | None = None
+
+    @property
+    def schedulable(self) -> bool:
+        """Whether a scheduler claims new work for it: enabled and not paused.
+
+        A trigger that is not (disabled, or paused) still gets its held runs recovered and
+        settled; it only never starts anything new.
+        """
+        return self.enabled and self.paused is None
 
     @classmethod
     def of(

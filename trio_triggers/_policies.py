@@ -125,11 +125,19 @@ def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) 
     the backlog strictly between the watermark and the current boundary. A backlog over the
     bound is abandoned (one warning) and the current boundary is kept. The watermark never
     moves back. Cron errors other than a breached bound propagate.
+
+    A trigger resumed from ``"now"`` owes nothing at or before its ``resume_after``: that point
+    acts as a watermark no scheduler's own can be behind, whatever it saw before the pause.
     """
     cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
     current = cron.previous_at_or_before(now)
+    floor = trigger.resume_after
+    if floor is not None and observed is not None and observed < floor:
+        observed = floor
     if observed is None:
         last = trigger.last_fired_at
+        if floor is not None and (last is None or last < floor):
+            last = floor
         if last is None or current <= last:
             return DueOccurrences(occurrences=[], watermark=current)
         owed = _within_bound(trigger, last, now, cron)

@@ -298,7 +298,7 @@ async def test_clear_active_is_a_compare_and_swap(env: Env) -> None:
     c2 = await env.claim(2)
     await env.store.clear_active("daily", rid(c2))
     dump = await env.backdoor.dump()
-    assert dump["tt_triggers"][0][12:] == (None, None)  # holder and claim time cleared
+    assert dump["tt_triggers"][0][12:14] == (None, None)  # holder and claim time cleared
 
 
 async def test_active_run_rearms_and_recovers(env: Env) -> None:
@@ -311,7 +311,7 @@ async def test_active_run_rearms_and_recovers(env: Env) -> None:
     assert await env.held() == Held(pending_at=1)
     # the claim time belongs to its reservation
     dump = await env.backdoor.dump()
-    assert dump["tt_triggers"][0][12:] == (None, None)
+    assert dump["tt_triggers"][0][12:14] == (None, None)
 
 
 async def test_active_run_keeps_a_run_holder_forever(env: Env) -> None:

@@ -25,8 +25,8 @@ from trio_triggers.testing import NoopTriggerStore
 from trio_triggers.testing._faults import TRIGGER_STORE_READS
 from trio_triggers.testing._invariants import _WRITES
 
-#: Methods of the built-in stores that no protocol declares.
-EXTRAS = {"register_many"}
+#: Methods of the built-in stores that no protocol declares (bulk registration, operator state).
+EXTRAS = {"register_many", "pause", "resume"}
 
 
 def public_methods(cls: type) -> set[str]:

@@ -469,7 +469,7 @@ class Scheduler:
             return True  # a row that failed to decode is only logged
         if row.active_run_id is not None or row.trigger_id in self._owned:
             return False
-        return row.pending_at is None or not row.trigger.enabled
+        return row.pending_at is None or not row.trigger.schedulable
 
     async def _process_row(self, row: Listed, next_due: dict[str, int] | None) -> None:
         trigger = row.trigger
@@ -486,7 +486,7 @@ class Scheduler:
             logger.error(
                 "A trigger tick failed", exc_info=True, extra={"trigger_id": row.trigger_id}
             )
-        if trigger.enabled and next_due is not None:
+        if trigger.schedulable and next_due is not None:
             upcoming = self._next_occurrence(trigger)
             if upcoming is not None:
                 next_due[trigger.id] = upcoming
@@ -516,8 +516,8 @@ class Scheduler:
     ) -> None:
         now = self._clock.now_ms()
         running = await self._resolve_active(trigger, held)
-        if not trigger.enabled:
-            return  # recovery only, never new work
+        if not trigger.schedulable:
+            return  # disabled or paused: recovery only, never new work
         if running is None or trigger.overlap == "supersede":
             await self._resume_pending(trigger, held)
         due = due_occurrences(trigger, now, self._watermark_of(trigger, now))

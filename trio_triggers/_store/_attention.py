@@ -10,9 +10,11 @@ attention at the earliest of:
 * **its next boundary**: the first cron occurrence after its *base*, the latest occurrence
   already taken care of: the fire cursor (``last_fired_at_ms``), or the occurrence of the
   reservation that holds it (claimed, its launch in flight), or, for a trigger that has never
-  fired, the instant it was registered (``registered_at_ms``). Only while enabled;
+  fired, the instant it was registered (``registered_at_ms``), and never before the point a
+  ``resume`` from now skipped to (``resume_after_ms``). Only while enabled and not paused;
 * **its pending occurrence**, when it can be resumed: the slot is set and nothing holds the
-  trigger (or the policy is ``supersede``, which displaces the holder). Only while enabled;
+  trigger (or the policy is ``supersede``, which displaces the holder). Only while enabled and
+  not paused;
 * **its reservation's lease expiry** (``active_claimed_at_ms + RESERVATION_LEASE_MS``; at once
   for a reservation without a claim time), enabled or not: the lease is then enforced and the
   occurrence re-armed.
@@ -61,6 +63,8 @@ class AttentionInputs(msgspec.Struct, frozen=True, kw_only=True):
     active: str | None
     claimed_at: int | None
     registered_at: int | None
+    paused: bool = False
+    resume_after: int | None = None
 
 
 def parsed_cron(expression: str, timezone: str | None) -> Cron | None:
@@ -85,7 +89,7 @@ def attention_at(row: AttentionInputs) -> int | None:
             candidates.append(reserved if reserved is not None else UNKNOWN + 1)
         else:
             candidates.append(row.claimed_at + RESERVATION_LEASE_MS)
-    if row.enabled:
+    if row.enabled and not row.paused:
         if row.pending_at is not None and (row.active is None or row.overlap == "supersede"):
             candidates.append(row.pending_at)
         base = row.last_fired_at
@@ -93,6 +97,8 @@ def attention_at(row: AttentionInputs) -> int | None:
             base = reserved
         if base is None:
             base = row.registered_at
+        if row.resume_after is not None and (base is None or row.resume_after > base):
+            base = row.resume_after
         if base is None:
             candidates.append(UNKNOWN + 1)  # no instant to count from: look at it now
         else:

@@ -37,6 +37,7 @@ from ._decision import (
     LeaseHeld,
     LeaseIdle,
     ReplaceHolder,
+    SetPause,
     SetPending,
     decide,
     lease,
@@ -47,6 +48,7 @@ from ._decision import (
 )
 from ._index import Attending
 from ._models import (
+    SKIPPED_COUNT_LIMIT,
     Claim,
     FireRecord,
     Held,
@@ -55,6 +57,8 @@ from ._models import (
     Listed,
     PendingClaim,
     Result,
+    Resumed,
+    ResumePoint,
     SchedulerHeartbeat,
     is_unfinished,
 )
@@ -78,10 +82,12 @@ __all__ = [
     "body_last_heartbeat",
     "body_list",
     "body_list_enabled",
+    "body_pause",
     "body_record_result",
     "body_register",
     "body_register_many",
     "body_restore_pending",
+    "body_resume",
     "body_set_pending",
 ]
 
@@ -391,3 +397,73 @@ def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:
     if not isinstance(host, str) or not is_int(at):
         raise read_failed()
     return SchedulerHeartbeat(host=host, ticked_at=int(at))  # type: ignore[call-overload]
+
+
+# --- operator state: pause and resume ------------------------------------------------------
+
+
+def _registered(tx: StoreTx, trigger_id: str) -> RegisteredTrigger:
+    found = body_get(tx, trigger_id)
+    if found is None:
+        raise unknown_trigger(trigger_id)
+    return found
+
+
+def body_pause(
+    tx: StoreTx, trigger_id: str, note: str | None, by: str | None, now: int
+) -> RegisteredTrigger:
+    """Pause ``trigger_id`` from ``now``; a paused one keeps its time (a new note replaces)."""
+    check_text(note, "note")
+    check_text(by, "by")
+    current = _registered(tx, trigger_id)
+    pause = current.paused
+    if pause is not None:
+        if note is None or (note == pause.note and by == pause.by):
+            return current  # already paused, nothing to change: no write, no revision bump
+        write = SetPause(paused_at=pause.at, note=note, by=by, resume_after=current.resume_after)
+    else:
+        write = SetPause(paused_at=now, note=note, by=by, resume_after=current.resume_after)
+    tx.apply(trigger_id, write)
+    return _registered(tx, trigger_id)
+
+
+def count_skipped(trigger: RegisteredTrigger, since: int, until: int) -> tuple[int, bool]:
+    """The occurrences in ``(since, until]`` (at most ``SKIPPED_COUNT_LIMIT``, and whether
+    there were more)."""
+    cron = Cron.parse(trigger.cron, trigger.timezone, now=until)
+    count = 0
+    cursor = since
+    while True:
+        cursor = cron.next(cursor)
+        if cursor > until:
+            return count, False
+        if count == SKIPPED_COUNT_LIMIT:
+            return count, True
+        count += 1
+
+
+def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> Resumed:
+    """End ``trigger_id``'s pause; from ``"now"``, nothing at or before ``now`` is owed."""
+    if point not in ("now", "policy"):
+        raise TriggerError(
+            "invalid_options", "resume point must be 'now' or 'policy'", path="point"
+        )
+    current = _registered(tx, trigger_id)
+    pause = current.paused
+    if pause is None:
+        return Resumed(trigger=current, point=point, was_paused=False)
+    resume_after = current.resume_after
+    skipped, more = 0, False
+    if point == "now":
+        marks = [m for m in (current.last_fired_at, resume_after) if m is not None]
+        since = max(marks) if marks else pause.at - 1
+        skipped, more = count_skipped(current, since, now)
+        resume_after = now if resume_after is None else max(resume_after, now)
+    tx.apply(trigger_id, SetPause(paused_at=None, note=None, by=None, resume_after=resume_after))
+    return Resumed(
+        trigger=_registered(tx, trigger_id),
+        point=point,
+        was_paused=True,
+        skipped=skipped,
+        skipped_more=more,
+    )

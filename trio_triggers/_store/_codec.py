@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from .._constants import MAX_OCCURRENCES, is_safe_integer
-from .._declarations import CatchUp, Overlap, RegisteredTrigger, Trigger
+from .._declarations import CatchUp, Overlap, Pause, RegisteredTrigger, Trigger
 from .._errors import TriggerError
 from .._json import decode_json, encode_input
 from ._attention import DueRow
@@ -68,6 +68,11 @@ TRIGGER_COLUMNS: Final = (
     "pending_at_ms",
     "active_run_id",
     "active_claimed_at_ms",
+    # operator state (pause and resume), not part of the declaration
+    "paused_at_ms",
+    "pause_note",
+    "paused_by",
+    "resume_after_ms",
 )
 #: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
 STATE_COLUMNS: Final = (
@@ -91,6 +96,8 @@ ATTENTION_COLUMNS: Final = (
     "active_run_id",
     "active_claimed_at_ms",
     "registered_at_ms",
+    "paused_at_ms",
+    "resume_after_ms",
     "attention_at_ms",
 )
 
@@ -167,6 +174,13 @@ def _enabled(value: object) -> bool:
     return value == 1
 
 
+def _pause(at: object, note: object, by: object) -> Pause | None:
+    since = _opt_int(at, "paused_at_ms")
+    if since is None:
+        return None
+    return Pause(at=since, note=_opt_text(note, "pause_note"), by=_opt_text(by, "paused_by"))
+
+
 def _overlap(value: object) -> Overlap:
     for choice in _OVERLAPS:
         if value == choice:
@@ -203,6 +217,10 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         pending_at,
         active_run_id,
         _claimed_at,
+        paused_at,
+        pause_note,
+        paused_by,
+        resume_after,
     ) = raw
     if not isinstance(input_json, str):
         raise RowDecodeError("column input_json must be text")
@@ -231,6 +249,8 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         enabled=_enabled(enabled),
         revision=rev,
         last_fired_at=_opt_int(last_fired_at, "last_fired_at_ms"),
+        paused=_pause(paused_at, pause_note, paused_by),
+        resume_after=_opt_int(resume_after, "resume_after_ms"),
     )
     held = Held(
         active_run_id=_opt_text(active_run_id, "active_run_id"),

@@ -51,6 +51,7 @@ __all__ = [
     "ReplaceHolder",
     "Reserve",
     "SetOutcome",
+    "SetPause",
     "SetPending",
     "SetRunId",
     "TriggerWrite",
@@ -170,6 +171,16 @@ class Reserve(msgspec.Struct, frozen=True, kw_only=True):
     claimed_at: int
 
 
+class SetPause(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: the operator state (``paused_at``, ``note``, ``by``, ``resume_after``), and
+    ``revision += 1`` so that a claim decided on the state before it is fenced (§10.2 step 0)."""
+
+    paused_at: int | None
+    note: str | None
+    by: str | None
+    resume_after: int | None
+
+
 TriggerWrite: TypeAlias = (
     SetOutcome
     | SetRunId
@@ -180,6 +191,7 @@ TriggerWrite: TypeAlias = (
     | SetPending
     | ClearPendingIf
     | Reserve
+    | SetPause
 )
 """One write of a decision, applied in order inside the deciding transaction."""
 

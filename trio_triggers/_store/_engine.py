@@ -26,10 +26,12 @@ from ._bodies import (
     body_last_heartbeat,
     body_list,
     body_list_enabled,
+    body_pause,
     body_record_result,
     body_register,
     body_register_many,
     body_restore_pending,
+    body_resume,
     body_set_pending,
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
@@ -44,6 +46,8 @@ from ._models import (
     Listed,
     PendingClaim,
     Result,
+    Resumed,
+    ResumePoint,
     SchedulerHeartbeat,
 )
 from ._protocol import CLOCK_METHODS, Method
@@ -160,6 +164,38 @@ class EngineStore:
         )
         notify_registered(self)
         return registered
+
+    # --- operator state (docs/operations.md) -------------------------------------------
+
+    async def pause(
+        self, trigger_id: str, *, note: str | None = None, by: str | None = None
+    ) -> RegisteredTrigger:
+        """Pause ``trigger_id``: no new work until :meth:`resume` (held runs still settle).
+
+        Operator state beside the declaration: re-registering the trigger (a config file
+        applied again) leaves the pause in place. Pausing a paused trigger keeps its pause time;
+        a ``note`` given then replaces the note (and ``by``). The revision grows, so a claim a
+        scheduler decided before the pause is fenced. Unknown id: ``unknown_trigger``.
+        """
+        for name, value in (("note", note), ("by", by)):
+            if value is not None and not isinstance(value, str):
+                raise TriggerError("invalid_options", f"{name} must be text", path=name)
+        return await self._run(
+            "pause", attending(lambda tx, now: body_pause(tx, trigger_id, note, by, now)), now=True
+        )
+
+    async def resume(self, trigger_id: str, *, point: ResumePoint) -> Resumed:
+        """End ``trigger_id``'s pause, picking up from ``point`` (see :class:`Resumed`).
+
+        ``"now"``: every occurrence up to the store's now is skipped (counted, never fired);
+        ``"policy"``: they are owed under the trigger's catch-up policy, as after downtime.
+        Resuming a trigger that is not paused changes nothing (``was_paused`` false).
+        """
+        resumed = await self._run(
+            "resume", attending(lambda tx, now: body_resume(tx, trigger_id, point, now)), now=True
+        )
+        notify_registered(self)  # its attention may have come: wake this process's schedulers
+        return resumed
 
     # --- the attention index (docs/store.md, "The attention index") ---------------------
 

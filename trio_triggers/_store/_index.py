@@ -69,6 +69,8 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         active,
         claimed_at,
         registered_at,
+        paused_at,
+        resume_after,
         _attention,
     ) = raw
     if not isinstance(cron, str) or not isinstance(overlap, str):
@@ -83,6 +85,8 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         active=active if isinstance(active, str) else None,
         claimed_at=claimed_at if is_int(claimed_at) else None,  # type: ignore[arg-type]
         registered_at=registered_at if is_int(registered_at) else None,  # type: ignore[arg-type]
+        paused=paused_at is not None,
+        resume_after=resume_after if is_int(resume_after) else None,  # type: ignore[arg-type]
     )
 
 

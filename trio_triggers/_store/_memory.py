@@ -37,6 +37,7 @@ from ._backend import (
     ReplaceHolder,
     Reserve,
     SetOutcome,
+    SetPause,
     SetPending,
     SetRunId,
     StoreTx,
@@ -146,13 +147,13 @@ class _MemoryTx:
     def trigger(self, trigger_id: str) -> RawTrigger | None:
         self._touch("select", "tt_triggers", {})
         row = self._t.triggers.get(trigger_id)
-        return None if row is None else tuple(row[c] for c in TRIGGER_COLUMNS)
+        return None if row is None else tuple(row.get(c) for c in TRIGGER_COLUMNS)
 
     def triggers(self, *, enabled_only: bool) -> builtins.list[RawTrigger]:
         self._touch("select", "tt_triggers", {})
         rows = self._t.triggers
         return [
-            tuple(rows[key][c] for c in TRIGGER_COLUMNS)
+            tuple(rows[key].get(c) for c in TRIGGER_COLUMNS)
             for key in sorted(rows)
             if not enabled_only or rows[key]["enabled"] == 1
         ]
@@ -251,6 +252,10 @@ class _MemoryTx:
             "pending_at_ms": None,
             "active_run_id": None,
             "active_claimed_at_ms": None,
+            "paused_at_ms": None,
+            "pause_note": None,
+            "paused_by": None,
+            "resume_after_ms": None,
             "registered_at_ms": registered_at,
             "attention_at_ms": None,
         }
@@ -305,6 +310,20 @@ class _MemoryTx:
                 trigger_id,
                 {"active_run_id": write.reservation_id, "active_claimed_at_ms": write.claimed_at},
             )
+        elif isinstance(write, SetPause):
+            revision = row["revision"]
+            if not isinstance(revision, int):
+                raise _Fault(TypeError("revision is not an integer"))
+            self._update_trigger(
+                trigger_id,
+                {
+                    "paused_at_ms": write.paused_at,
+                    "pause_note": write.note,
+                    "paused_by": write.by,
+                    "resume_after_ms": write.resume_after,
+                    "revision": revision + 1,
+                },
+            )
         else:  # pragma: no cover - exhaustive
             raise AssertionError(f"unknown write {write!r}")
 
@@ -331,7 +350,7 @@ class _MemoryTx:
 
     def _due_raw(self, row: _Row) -> RawDue:
         return (
-            *(row[c] for c in TRIGGER_COLUMNS),
+            *(row.get(c) for c in TRIGGER_COLUMNS),
             row.get("registered_at_ms"),
             row.get("attention_at_ms"),
         )

@@ -28,6 +28,8 @@ __all__ = [
     "Outcome",
     "PendingClaim",
     "Result",
+    "ResumePoint",
+    "Resumed",
     "SchedulerHeartbeat",
     "is_unfinished",
     "listed",
@@ -164,3 +166,28 @@ def listed(registered: RegisteredTrigger, held: Held | None = None) -> Listed:
         active_run_id=state.active_run_id,
         pending_at=state.pending_at,
     )
+
+
+ResumePoint: TypeAlias = Literal["now", "policy"]
+"""Where a resumed trigger picks up: ``"now"`` skips every occurrence up to the resume (each
+counted in :attr:`Resumed.skipped`); ``"policy"`` owes them under the catch-up policy, as after
+downtime."""
+
+#: :attr:`Resumed.skipped` counts at most this many occurrences (then ``skipped_more`` is set).
+SKIPPED_COUNT_LIMIT: Final = 100_000
+
+
+class Resumed(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``resume`` did: the trigger as it now is, and what the resume point skipped.
+
+    ``skipped`` counts the occurrences a resume from ``"now"`` gave up (those after the last
+    fired boundary, or after the pause when none was fired, up to the resume), at most
+    :data:`SKIPPED_COUNT_LIMIT` (``skipped_more`` says there were more); ``0`` for a resume
+    under the catch-up policy and for a trigger that was not paused (``was_paused`` false).
+    """
+
+    trigger: RegisteredTrigger
+    point: ResumePoint
+    was_paused: bool
+    skipped: int = 0
+    skipped_more: bool = False

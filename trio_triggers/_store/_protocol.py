@@ -153,8 +153,9 @@ class AttentionStore(Protocol):
 # --- the method names, declared once -------------------------------------------------------
 #
 # Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
-# bulk registration), grouped by what its transaction may write; tests/store/test_method_names.py
-# checks that the groups are exactly the protocols' methods. Everything that lists the methods
+# bulk registration, or ``pause``/``resume``, their operator state), grouped by what its
+# transaction may write; tests/store/test_method_names.py checks that the groups are exactly the
+# protocols' methods. Everything that lists the methods
 # (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
 # them from here.
 
@@ -181,6 +182,8 @@ TriggerWriteMethod = Literal[
     "active_run",
     "clear_active",
     "prune_fires",
+    "pause",
+    "resume",
 ]
 """Methods that may write declarations, held state or the ledger."""
 TakeMethod = Literal["due"]
@@ -202,7 +205,16 @@ TRIGGER_WRITE_METHODS: Final[frozenset[str]] = frozenset(get_args(TriggerWriteMe
 #: gives a "now" (a registration's stamp, a claim's lease, a holder's expiry, a heartbeat).
 #: Every other method, ``record_result`` included, never reads it.
 CLOCK_METHODS: Final[frozenset[str]] = frozenset(
-    {"register", "register_many", "claim_fire", "claim_pending", "active_run", "heartbeat"}
+    {
+        "register",
+        "register_many",
+        "claim_fire",
+        "claim_pending",
+        "active_run",
+        "heartbeat",
+        "pause",
+        "resume",
+    }
 )
 
 

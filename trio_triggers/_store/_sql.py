@@ -23,6 +23,7 @@ from ._decision import (
     ReplaceHolder,
     Reserve,
     SetOutcome,
+    SetPause,
     SetPending,
     SetRunId,
     TriggerWrite,
@@ -67,6 +68,7 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     set_pending: str  # (pending, trigger_id)
     clear_pending_if: str  # (trigger_id, occurrence)
     reserve: str  # (reservation_id, claimed_at, trigger_id)
+    set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
 
 
 def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
@@ -121,6 +123,10 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             f"UPDATE tt_triggers SET active_run_id = {p}, active_claimed_at_ms = {p} "
             f"WHERE trigger_id = {p}"
         ),
+        set_pause=(
+            f"UPDATE tt_triggers SET paused_at_ms = {p}, pause_note = {p}, paused_by = {p}, "
+            f"resume_after_ms = {p}, revision = revision + 1 WHERE trigger_id = {p}"
+        ),
     )
 
 
@@ -153,6 +159,14 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
         return sql.clear_pending_if, (trigger_id, write.occurrence)
     if isinstance(write, Reserve):
         return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
+    if isinstance(write, SetPause):
+        return sql.set_pause, (
+            write.paused_at,
+            write.note,
+            write.by,
+            write.resume_after,
+            trigger_id,
+        )
     raise AssertionError(f"unknown write {write!r}")  # pragma: no cover - exhaustive
 
 

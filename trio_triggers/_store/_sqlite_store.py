@@ -111,6 +111,15 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "WHERE active_run_id IS NOT NULL",
         ),
     ),
+    (
+        "0006_pause",
+        (
+            "ALTER TABLE tt_triggers ADD COLUMN paused_at_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN pause_note TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms INTEGER",
+        ),
+    ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 

@@ -93,6 +93,15 @@ TRIGGER_MIGRATIONS: list[Migration] = [
             "WHERE active_run_id IS NOT NULL",
         ],
     ),
+    (
+        "0006_pause",
+        [
+            "ALTER TABLE tt_triggers ADD COLUMN paused_at_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN pause_note TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms BIGINT",
+        ],
+    ),
 ]
 
 

@@ -1,0 +1,52 @@
+"""Operator state on any built-in trigger store: pause and resume (``docs/operations.md``).
+
+The library call (:meth:`trio_triggers.Triggers.pause`) and the CLI verbs (``pause``,
+``resume``) both come through here, so they refuse a store without operator state the same way
+and name the operator the same way.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from typing import TYPE_CHECKING
+
+from ._errors import TriggerError
+from ._store._engine import EngineStore
+
+if TYPE_CHECKING:
+    from ._declarations import RegisteredTrigger
+    from ._store import Resumed, ResumePoint, TriggerStore
+
+__all__ = ["operator_name", "pause_trigger", "resume_trigger"]
+
+
+def operator_name() -> str:
+    """``user@host`` of this process: who a pause says paused it when nobody says otherwise."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER (a bare container)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _engine(store: TriggerStore) -> EngineStore:
+    if not isinstance(store, EngineStore):
+        raise TriggerError(
+            "invalid_options",
+            f"{type(store).__name__} keeps no operator state: pause and resume need one of "
+            "the built-in stores (memory, SQLite, PostgreSQL)",
+        )
+    return store
+
+
+async def pause_trigger(
+    store: TriggerStore, trigger_id: str, *, note: str | None = None, by: str | None = None
+) -> RegisteredTrigger:
+    """Pause ``trigger_id`` on ``store`` (``by`` defaults to :func:`operator_name`)."""
+    return await _engine(store).pause(trigger_id, note=note, by=by or operator_name())
+
+
+async def resume_trigger(store: TriggerStore, trigger_id: str, *, point: ResumePoint) -> Resumed:
+    """Resume ``trigger_id`` on ``store`` from ``point`` (``"now"`` or ``"policy"``)."""
+    return await _engine(store).resume(trigger_id, point=point)
