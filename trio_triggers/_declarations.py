@@ -117,13 +117,15 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     and resume; ``last_fired_at`` is the durable fire cursor (``None`` until a claim or result
     advances it). ``paused`` is the operator's pause (``None`` unless paused), and
     ``resume_after`` the instant a ``resume`` from ``"now"`` skipped everything up to: no
-    occurrence at or before it is owed.
+    occurrence at or before it is owed. ``removed_at`` is when ``remove`` retired it (it is
+    then disabled; a registration that enables it again clears the mark).
     """
 
     revision: int
     last_fired_at: int | None = None
     paused: Pause | None = None
     resume_after: int | None = None
+    removed_at: int | None = None
 
     @property
     def schedulable(self) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ._declarations import RegisteredTrigger
     from ._store import Resumed, ResumePoint, TriggerStore
 
-__all__ = ["operator_name", "pause_trigger", "resume_trigger"]
+__all__ = ["operator_name", "pause_trigger", "remove_trigger", "resume_trigger"]
 
 
 def operator_name() -> str:
@@ -50,3 +50,8 @@ async def pause_trigger(
 async def resume_trigger(store: TriggerStore, trigger_id: str, *, point: ResumePoint) -> Resumed:
     """Resume ``trigger_id`` on ``store`` from ``point`` (``"now"`` or ``"policy"``)."""
     return await _engine(store).resume(trigger_id, point=point)
+
+
+async def remove_trigger(store: TriggerStore, trigger_id: str) -> RegisteredTrigger:
+    """Retire ``trigger_id`` on ``store``: disabled and marked removed, history kept."""
+    return await _engine(store).remove(trigger_id)

@@ -36,7 +36,7 @@ NAMES = [
     "0003_heartbeat",
     "0004_fire_run_index",
     "0005_attention",
-    "0006_pause",
+    "0006_operator_state",
 ]
 
 

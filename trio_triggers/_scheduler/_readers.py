@@ -14,6 +14,7 @@ import msgspec
 
 from .. import _instrument as instrument
 from .._constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from .._declarations import Pause
 from .._identities import is_reservation
 from .._policies import next_occurrences
 from .._store._models import HistoryPage, HistoryQuery
@@ -43,6 +44,10 @@ class TriggerSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     pending_at: int | None = None
     active_run_id: str | None = None
     scheduler_last_tick: int | None = None
+    paused: Pause | None = None
+    """The operator's pause (``None`` unless paused): since when, the note, by whom."""
+    removed_at: int | None = None
+    """When ``remove`` retired it (``None`` unless removed; it is then disabled too)."""
 
 
 async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummary]:
@@ -78,6 +83,8 @@ async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummar
                     else None,
                     next_occurrences=next_occurrences(trigger, now),
                     scheduler_last_tick=heartbeat.ticked_at if heartbeat is not None else None,
+                    paused=trigger.paused,
+                    removed_at=trigger.removed_at,
                 )
             )
         return answer

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from .._cron import Cron
 from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
@@ -22,6 +24,7 @@ from ._codec import (
     decode_outcome,
     decode_state,
     decode_trigger,
+    encode_trigger,
     fire_state,
     is_int,
     listed_row,
@@ -39,6 +42,7 @@ from ._decision import (
     ReplaceHolder,
     SetPause,
     SetPending,
+    SetRemoved,
     decide,
     lease,
     page,
@@ -86,6 +90,7 @@ __all__ = [
     "body_record_result",
     "body_register",
     "body_register_many",
+    "body_remove",
     "body_restore_pending",
     "body_resume",
     "body_set_pending",
@@ -467,3 +472,18 @@ def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> R
         skipped=skipped,
         skipped_more=more,
     )
+
+
+def body_remove(tx: StoreTx, trigger_id: str, now: int) -> RegisteredTrigger:
+    """Retire ``trigger_id``: register its declaration disabled and mark it removed at ``now``.
+
+    The store has no delete (a trigger's ledger, cursor and holder are what make restarts
+    exact); removing keeps all of them and is undone by a registration that enables it.
+    """
+    current = _registered(tx, trigger_id)
+    if current.enabled:
+        disabled = encode_trigger(msgspec.structs.replace(current.declaration, enabled=False))
+        tx.upsert(disabled, now)
+    if current.removed_at is None:
+        tx.apply(trigger_id, SetRemoved(at=now))
+    return _registered(tx, trigger_id)

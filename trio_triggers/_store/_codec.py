@@ -73,6 +73,7 @@ TRIGGER_COLUMNS: Final = (
     "pause_note",
     "paused_by",
     "resume_after_ms",
+    "removed_at_ms",
 )
 #: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
 STATE_COLUMNS: Final = (
@@ -221,6 +222,7 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         pause_note,
         paused_by,
         resume_after,
+        removed_at,
     ) = raw
     if not isinstance(input_json, str):
         raise RowDecodeError("column input_json must be text")
@@ -251,6 +253,7 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         last_fired_at=_opt_int(last_fired_at, "last_fired_at_ms"),
         paused=_pause(paused_at, pause_note, paused_by),
         resume_after=_opt_int(resume_after, "resume_after_ms"),
+        removed_at=_opt_int(removed_at, "removed_at_ms"),
     )
     held = Held(
         active_run_id=_opt_text(active_run_id, "active_run_id"),

@@ -53,6 +53,7 @@ __all__ = [
     "SetOutcome",
     "SetPause",
     "SetPending",
+    "SetRemoved",
     "SetRunId",
     "TriggerWrite",
     "WriteFire",
@@ -181,6 +182,13 @@ class SetPause(msgspec.Struct, frozen=True, kw_only=True):
     resume_after: int | None
 
 
+class SetRemoved(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``removed_at = at`` (``remove``'s mark; its disabling registration comes first
+    and bumps the revision)."""
+
+    at: int
+
+
 TriggerWrite: TypeAlias = (
     SetOutcome
     | SetRunId
@@ -192,6 +200,7 @@ TriggerWrite: TypeAlias = (
     | ClearPendingIf
     | Reserve
     | SetPause
+    | SetRemoved
 )
 """One write of a decision, applied in order inside the deciding transaction."""
 

@@ -30,6 +30,7 @@ from ._bodies import (
     body_record_result,
     body_register,
     body_register_many,
+    body_remove,
     body_restore_pending,
     body_resume,
     body_set_pending,
@@ -183,6 +184,18 @@ class EngineStore:
         return await self._run(
             "pause", attending(lambda tx, now: body_pause(tx, trigger_id, note, by, now)), now=True
         )
+
+    async def remove(self, trigger_id: str) -> RegisteredTrigger:
+        """Retire ``trigger_id``: disabled, marked removed (``removed_at``), history kept.
+
+        The store has no delete; a registration that enables the trigger again (``enable``, or
+        a config file that still declares it) brings it back and clears the mark.
+        """
+        removed = await self._run(
+            "remove", attending(lambda tx, now: body_remove(tx, trigger_id, now)), now=True
+        )
+        notify_registered(self)
+        return removed
 
     async def resume(self, trigger_id: str, *, point: ResumePoint) -> Resumed:
         """End ``trigger_id``'s pause, picking up from ``point`` (see :class:`Resumed`).

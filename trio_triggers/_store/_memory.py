@@ -39,6 +39,7 @@ from ._backend import (
     SetOutcome,
     SetPause,
     SetPending,
+    SetRemoved,
     SetRunId,
     StoreTx,
     TriggerWrite,
@@ -242,6 +243,8 @@ class _MemoryTx:
             revision = row["revision"]
             if not isinstance(revision, int):
                 raise _Fault(TypeError("revision is not an integer"))
+            if trigger.enabled == 1:
+                declared["removed_at_ms"] = None  # enabled again: no longer removed
             self._update_trigger(trigger.trigger_id, {**declared, "revision": revision + 1})
             return
         new: _Row = {
@@ -256,6 +259,7 @@ class _MemoryTx:
             "pause_note": None,
             "paused_by": None,
             "resume_after_ms": None,
+            "removed_at_ms": None,
             "registered_at_ms": registered_at,
             "attention_at_ms": None,
         }
@@ -310,6 +314,8 @@ class _MemoryTx:
                 trigger_id,
                 {"active_run_id": write.reservation_id, "active_claimed_at_ms": write.claimed_at},
             )
+        elif isinstance(write, SetRemoved):
+            self._update_trigger(trigger_id, {"removed_at_ms": write.at})
         elif isinstance(write, SetPause):
             revision = row["revision"]
             if not isinstance(revision, int):

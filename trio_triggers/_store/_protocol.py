@@ -153,7 +153,7 @@ class AttentionStore(Protocol):
 # --- the method names, declared once -------------------------------------------------------
 #
 # Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
-# bulk registration, or ``pause``/``resume``, their operator state), grouped by what its
+# bulk registration, or ``pause``/``resume``/``remove``, their operator state), grouped by what its
 # transaction may write; tests/store/test_method_names.py checks that the groups are exactly the
 # protocols' methods. Everything that lists the methods
 # (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
@@ -184,6 +184,7 @@ TriggerWriteMethod = Literal[
     "prune_fires",
     "pause",
     "resume",
+    "remove",
 ]
 """Methods that may write declarations, held state or the ledger."""
 TakeMethod = Literal["due"]
@@ -214,6 +215,7 @@ CLOCK_METHODS: Final[frozenset[str]] = frozenset(
         "heartbeat",
         "pause",
         "resume",
+        "remove",
     }
 )
 

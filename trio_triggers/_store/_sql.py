@@ -25,6 +25,7 @@ from ._decision import (
     SetOutcome,
     SetPause,
     SetPending,
+    SetRemoved,
     SetRunId,
     TriggerWrite,
     WriteFire,
@@ -69,6 +70,7 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     clear_pending_if: str  # (trigger_id, occurrence)
     reserve: str  # (reservation_id, claimed_at, trigger_id)
     set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
+    set_removed: str  # (removed_at, trigger_id)
 
 
 def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
@@ -127,6 +129,7 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             f"UPDATE tt_triggers SET paused_at_ms = {p}, pause_note = {p}, paused_by = {p}, "
             f"resume_after_ms = {p}, revision = revision + 1 WHERE trigger_id = {p}"
         ),
+        set_removed=f"UPDATE tt_triggers SET removed_at_ms = {p} WHERE trigger_id = {p}",
     )
 
 
@@ -159,6 +162,8 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
         return sql.clear_pending_if, (trigger_id, write.occurrence)
     if isinstance(write, Reserve):
         return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
+    if isinstance(write, SetRemoved):
+        return sql.set_removed, (write.at, trigger_id)
     if isinstance(write, SetPause):
         return sql.set_pause, (
             write.paused_at,
@@ -308,6 +313,8 @@ def trigger_sql(
                 catch_up = excluded.catch_up,
                 max_catch_up = excluded.max_catch_up,
                 enabled = excluded.enabled,
+                removed_at_ms = CASE WHEN excluded.enabled = 1 THEN NULL
+                                     ELSE tt_triggers.removed_at_ms END,
                 revision = tt_triggers.revision + 1
         """,
         # The rows is_prunable selects (settled, older than the cutoff, and neither the row's

@@ -112,12 +112,13 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
     (
-        "0006_pause",
+        "0006_operator_state",
         (
             "ALTER TABLE tt_triggers ADD COLUMN paused_at_ms INTEGER",
             "ALTER TABLE tt_triggers ADD COLUMN pause_note TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN removed_at_ms INTEGER",
         ),
     ),
 )

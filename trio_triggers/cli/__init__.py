@@ -77,6 +77,18 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "Disable a trigger: nothing new fires; active runs are still settled.",
         "trio-triggers disable nightly --config triggers.toml",
     ),
+    "pause": (
+        "Pause a trigger: nothing new fires until resume; runs it holds still settle. A pause "
+        "is operator state beside the declaration, so re-applying the config file (the next "
+        "run) leaves it in place.",
+        "trio-triggers pause nightly --note 'warehouse migration' --config triggers.toml",
+    ),
+    "resume": (
+        "Resume a paused trigger from a stated point: --from now skips (and counts) what fell "
+        "due while it was paused; --from policy owes it under the trigger's catch-up policy, "
+        "as after downtime.",
+        "trio-triggers resume nightly --from now --config triggers.toml",
+    ),
     "prune": (
         "Delete settled fire-ledger rows older than a duration (active ones are kept).",
         "trio-triggers prune --config triggers.toml --older-than 30d",
@@ -163,6 +175,25 @@ def _add_runs(commands: Any) -> None:
     runs.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_operator_commands(commands: Any) -> None:
+    """``pause`` and ``resume``: operator state beside the declaration (docs/operations.md)."""
+    pause = _subcommand(commands, "pause", "pause a trigger (operator state; resume restarts it)")
+    pause.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
+    pause.add_argument("--note", help="why it is paused (shown by list)")
+    pause.add_argument("--by", help="who paused it (default: USER@HOST)")
+    pause.add_argument("--json", action="store_true", help="machine-readable output")
+    resume = _subcommand(commands, "resume", "resume a paused trigger from a stated point")
+    resume.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
+    resume.add_argument(
+        "--from",
+        dest="point",
+        required=True,
+        choices=["now", "policy"],
+        help="now: skip what fell due while paused; policy: owe it under the catch-up policy",
+    )
+    resume.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``trio-triggers`` argument parser, with every subcommand (for ``--help`` and tests)."""
     parser = argparse.ArgumentParser(
@@ -244,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = _subcommand(commands, name, text)
         sub.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
         sub.add_argument("--json", action="store_true", help="machine-readable output")
+
+    _add_operator_commands(commands)
 
     prune = _subcommand(commands, "prune", "delete settled ledger rows older than a duration")
     prune.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d, 12h")

@@ -25,13 +25,14 @@ from .._app import RunReport
 from .._clock import SystemWallClock, WallClock
 from .._cron import Cron
 from .._databases import is_dsn, open_stores, shown_db
-from .._declarations import Trigger
+from .._declarations import Pause, Trigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
 from .._local_runner import FlowFn, RunContext, open_local_runner
+from .._operations import pause_trigger, remove_trigger, resume_trigger
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
 from .._ownership._base import RunStoreBase
-from .._scheduler import SchedulerOptions, fires, open_scheduler, summaries
+from .._scheduler import SchedulerOptions, TriggerSummary, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
@@ -195,6 +196,8 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "remove": partial(_set_enabled, enabled=False, remove=True),
         "enable": partial(_set_enabled, enabled=True, remove=False),
         "disable": partial(_set_enabled, enabled=False, remove=False),
+        "pause": _pause,
+        "resume": _resume,
         "prune": _prune,
     }
     if command == "history" and args.limit < 1:
@@ -572,7 +575,7 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
                 s.cron,
                 s.timezone or "(local)",
                 _policies(s.overlap, s.catch_up, s.max_catch_up),
-                "enabled" if s.enabled else "disabled",
+                _state(s),
                 when(s.last_fired_at),
                 when(s.pending_at),
                 s.active_run_id or "-",
@@ -590,13 +593,31 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
                 _fit(s.flow_id, 12),
                 _fit(s.cron, 15),
                 _fit(s.timezone or "(local)", 14),
-                "enabled" if s.enabled else "disabled",
+                _state(s),
                 when(s.next_occurrences[0]) if s.next_occurrences else "-",
             ]
             for s in rows
         ]
     print(render_table(headers, table) if table else "no triggers")
+    for s in rows:
+        if s.paused is not None:
+            print(f"paused {s.trigger_id} {_pause_text(s.paused, utc=args.utc)}")
     return 0
+
+
+def _state(summary: TriggerSummary) -> str:
+    """``enabled``, ``disabled`` or ``removed`` (disabled by ``remove``), with ``paused``."""
+    if summary.enabled:
+        state = "enabled"
+    elif summary.removed_at is not None:
+        state = "removed"
+    else:
+        state = "disabled"
+    return (
+        "paused"
+        if summary.paused is not None and summary.enabled
+        else (f"{state}+paused" if summary.paused is not None else state)
+    )
 
 
 LIST_WIDTH = 100
@@ -896,7 +917,9 @@ async def _set_enabled(
         existing = await store.get(args.trigger_id)
         if existing is None:
             raise CliError(f"unknown trigger {args.trigger_id}", 1)
-        if existing.enabled != enabled:
+        if remove:
+            existing = await remove_trigger(store, args.trigger_id)
+        elif existing.enabled != enabled:
             existing = await store.register(
                 msgspec.structs.replace(existing.declaration, enabled=enabled)
             )
@@ -911,12 +934,81 @@ async def _set_enabled(
         )
     else:
         print(f"{args.trigger_id} is {state} (revision {existing.revision})")
-    if loaded is not None and any(t.id == args.trigger_id for t in loaded.triggers):
+    if existing.paused is not None and enabled:
+        print(f"note: {args.trigger_id} is also paused; `resume` it to fire again")
+    _declared_note(loaded, args.trigger_id)
+    return 0
+
+
+def _declared_note(loaded: LoadedConfig | None, trigger_id: str) -> None:
+    if loaded is not None and any(t.id == trigger_id for t in loaded.triggers):
         print(
-            f"note: {loaded.path} declares {args.trigger_id}; `trio-triggers run` applies the "
+            f"note: {loaded.path} declares {trigger_id}; `trio-triggers run` applies the "
             "file's declaration again at its next start, so edit the file to make this last",
             file=sys.stderr,
         )
+
+
+async def _pause(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        try:
+            paused = await pause_trigger(store, args.trigger_id, note=args.note, by=args.by)
+        except TriggerError as exc:
+            if exc.code == "unknown_trigger":
+                raise CliError(f"unknown trigger {args.trigger_id}", 1) from None
+            raise
+    if args.json:
+        print_json(paused)
+        return 0
+    pause = paused.paused
+    assert pause is not None
+    print(f"{paused.id} is paused {_pause_text(pause, utc=False)}")
+    print(
+        f"nothing new fires until `trio-triggers resume {paused.id} --from now|policy`; "
+        "runs it holds still settle, and the next `run` keeps the pause"
+    )
+    return 0
+
+
+def _pause_text(pause: Pause, *, utc: bool) -> str:
+    text = f"since {_when(pause.at, utc=utc)}"
+    if pause.by:
+        text += f" by {pause.by}"
+    if pause.note:
+        text += f": {pause.note}"
+    return text
+
+
+async def _resume(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, _runs):
+        try:
+            resumed = await resume_trigger(store, args.trigger_id, point=args.point)
+        except TriggerError as exc:
+            if exc.code == "unknown_trigger":
+                raise CliError(f"unknown trigger {args.trigger_id}", 1) from None
+            raise
+    if args.json:
+        print_json(resumed)
+        return 0
+    trigger = resumed.trigger
+    if not resumed.was_paused:
+        print(f"{trigger.id} was not paused: nothing changed")
+    elif resumed.point == "now":
+        count = f"{resumed.skipped}{' or more' if resumed.skipped_more else ''}"
+        print(
+            f"{trigger.id} resumed from now: {count} boundar{'y' if count == '1' else 'ies'} "
+            "that fell due while it was paused skipped (never fired); the next fires as usual"
+        )
+    else:
+        policy = _policies(trigger.overlap, trigger.catch_up, trigger.max_catch_up)
+        print(
+            f"{trigger.id} resumed under its catch-up policy ({policy}): what fell due while it "
+            "was paused is owed as after downtime"
+        )
+    if not trigger.enabled:
+        print(f"note: {trigger.id} is disabled, so nothing fires until it is enabled")
     return 0
 
 

@@ -94,12 +94,13 @@ TRIGGER_MIGRATIONS: list[Migration] = [
         ],
     ),
     (
-        "0006_pause",
+        "0006_operator_state",
         [
             "ALTER TABLE tt_triggers ADD COLUMN paused_at_ms BIGINT",
             "ALTER TABLE tt_triggers ADD COLUMN pause_note TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN removed_at_ms BIGINT",
         ],
     ),
 ]

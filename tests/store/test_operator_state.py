@@ -1,4 +1,4 @@
-"""Pause and resume on every store (issue 16): operator state beside the declaration.
+"""Operator state on every store (issues 16 and 18): pause, resume and remove.
 
 A pause stops new work (the attention index stops finding the row for its boundaries), survives
 re-registration, fences claims decided before it (the revision grows), and a resume states its
@@ -175,3 +175,34 @@ async def test_the_count_is_bounded(env: Env) -> None:
     resumed = await store.resume("daily", point="now")
     assert resumed.skipped == 100_000
     assert resumed.skipped_more
+
+
+async def test_remove_disables_marks_and_an_enabling_registration_clears(env: Env) -> None:
+    store = engine(env)
+    await store.register(hourly())
+    env.clock.value = 42
+    removed = await store.remove("daily")
+    assert not removed.enabled
+    assert removed.removed_at == 42
+    assert removed.revision == 2
+    assert await instant(env) is None
+    env.clock.value = 50
+    again = await store.remove("daily")  # removing a removed trigger changes nothing
+    assert again == removed
+    # A registration that keeps it disabled keeps the mark; one that enables it clears it.
+    still = await store.register(hourly(enabled=False, input={"v": 1}))
+    assert still.removed_at == 42
+    (back,) = await store.register_many([hourly()])
+    assert back.enabled
+    assert back.removed_at is None
+
+
+async def test_removing_a_disabled_trigger_marks_it_without_a_new_revision(env: Env) -> None:
+    store = engine(env)
+    await store.register(hourly(enabled=False))
+    removed = await store.remove("daily")
+    assert removed.removed_at is not None
+    assert removed.revision == 1
+    with pytest.raises(TriggerError) as caught:
+        await store.remove("nope")
+    assert caught.value.code == "unknown_trigger"
