@@ -55,6 +55,16 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "Times are local with their zone (--utc for UTC).",
         "trio-triggers runs --config triggers.toml --trigger report --state failed",
     ),
+    "cancel": (
+        "Ask for a run to be cancelled. The request is written to the run's row, so it reaches "
+        "the run's owner in whichever process serves it: the owner stops the flow within one "
+        "heartbeat interval (1 s) and records it cancelled, and the scheduler settles its "
+        "boundary in the ledger as failed (`Run RUN_ID was cancelled`). A run no worker has "
+        "started is recorded cancelled, without running, by the first runner that picks it "
+        "up. A run that has already ended is left as it is (exit 0, its status printed); an "
+        "unknown run id exits 1.",
+        "trio-triggers cancel run-0f3c... --config triggers.toml",
+    ),
     "next": (
         "The next occurrences of one trigger, in UTC and in the trigger's own zone.",
         "trio-triggers next report --config triggers.toml -n 3",
@@ -213,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
     _add_runs(commands)
+
+    cancel = _subcommand(commands, "cancel", "ask for a run to be cancelled")
+    cancel.add_argument("run_id", metavar="RUN_ID", help="a run id, as history or runs print it")
+    cancel.add_argument("--json", action="store_true", help="machine-readable output")
 
     nxt = _subcommand(commands, "next", "the next occurrences of one trigger")
     nxt.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")

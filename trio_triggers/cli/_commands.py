@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._app import RunReport
+from .._app import RunReport, cancel_run
 from .._clock import SystemWallClock, WallClock
 from .._cron import Cron
 from .._databases import is_dsn, open_stores, shown_db
@@ -191,6 +191,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "history": _history,
         "show": _show,
         "runs": _runs,
+        "cancel": _cancel,
         "next": _next,
         "remove": partial(_set_enabled, enabled=False, remove=True),
         "enable": partial(_set_enabled, enabled=True, remove=False),
@@ -731,6 +732,44 @@ def _print_stream(name: str, text: str, size: int) -> None:
     cut = f", its last {kept} B shown" if size > OUTPUT_TAIL_BYTES else ""
     print(f"--- {name} ({size} B{cut}) ---")
     print(text, end="" if text.endswith("\n") else "\n")
+
+
+_ENDED = frozenset(("completed", "failed", "cancelled"))
+
+
+async def _cancel(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    """``cancel RUN_ID``: write the request; the run's owner, wherever it runs, acts on it.
+
+    Exit 0 when the request is recorded and when the run had already ended (its status is
+    printed and nothing is written: cancelling is idempotent, so a script may repeat it);
+    exit 1 for an unknown run id."""
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (_store, runs):
+        try:
+            report = await cancel_run(runs, args.run_id, clock)
+        except RunStoreError as exc:
+            if exc.code in ("not_found_row", "invalid_run"):
+                raise CliError(f"unknown run {args.run_id}", 1) from None
+            raise
+    ended = report.status in _ENDED
+    if args.json:
+        value = msgspec.to_builtins(report)
+        value["cancel"] = "already_ended" if ended else "requested"
+        print_json(value)
+        return 0
+    if ended:
+        print(f"run {report.run_id} already ended: {report.status}; nothing changed")
+    elif report.status == "running":
+        print(
+            f"cancel requested for run {report.run_id} (running): its owner stops it within "
+            "one heartbeat interval and records it cancelled"
+        )
+    else:
+        print(
+            f"cancel requested for run {report.run_id} ({report.status}, no worker is "
+            "running it): the first runner to pick it up records it cancelled without running it"
+        )
+    return 0
 
 
 async def _runs(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
