@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
     from typing import TextIO
 
-__all__ = ["CliError", "dispatch"]
+__all__ = ["CliError", "dispatch", "history_cells", "history_json", "run_errors_of"]
 
 logger = logging.getLogger("trio_triggers.cli")
 
@@ -200,6 +200,8 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
     }
     if command == "history" and args.limit < 1:
         raise CliError("--limit must be a positive integer", 2)
+    if command == "history":
+        _check_follow_flags(args)
     if command == "next" and args.n < 1:
         raise CliError("-n must be a positive integer", 2)
     if command == "prune":
@@ -209,6 +211,20 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
             raise CliError(f"--older-than: {exc}", 2) from None
     handler = handlers[command]
     return _run_async(partial(handler, args, loaded, db), db)
+
+
+def _check_follow_flags(args: argparse.Namespace) -> None:
+    """``--interval`` and ``--window`` mean something only with ``--follow``; both positive."""
+    for flag, text in (("--interval", args.interval), ("--window", args.window)):
+        if text is None:
+            continue
+        if not args.follow:
+            raise CliError(f"{flag} needs --follow", 2)
+        try:
+            seconds = parse_duration(text)
+        except ValueError as exc:
+            raise CliError(f"{flag}: {exc}", 2) from None
+        setattr(args, f"{flag[2:]}_s", seconds)
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -617,42 +633,50 @@ def _when(ms: int | None, *, utc: bool) -> str:
 
 
 async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    if args.follow:
+        from ._follow import follow
+
+        return await follow(args, db)
     clock = SystemWallClock()
     query = HistoryQuery(trigger_id=args.trigger, outcome=args.outcome, limit=args.limit)
     async with open_stores(db, clock=clock) as (store, runs):
         page = await fires(store, query)
-        run_errors = await _run_errors(runs, page.items)
+        run_errors = await run_errors_of(runs, page.items)
     if args.json:
-        print_json(
-            [
-                {
-                    "trigger_id": r.trigger_id,
-                    "occurrence": r.occurrence,
-                    "occurrence_iso": iso(r.occurrence),
-                    "outcome": r.outcome,
-                    "run_id": r.run_id,
-                    "error": r.error,
-                    "run_error": run_errors.get(r.run_id or ""),
-                }
-                for r in page.items
-            ]
-        )
+        print_json([history_json(r, run_errors) for r in page.items])
         return 0
     now = clock.now_ms()
-    table = [
-        [
-            _when(r.occurrence, utc=args.utc),
-            relative(r.occurrence, now),
-            r.trigger_id,
-            r.outcome or "(claimed)",
-            r.run_id or "-",
-            _with_run_error(r.error, run_errors.get(r.run_id or ""))[:80],
-        ]
-        for r in page.items
-    ]
+    table = [history_cells(r, now, run_errors, utc=args.utc) for r in page.items]
     headers = ["OCCURRENCE", "WHEN", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
     print(render_table(headers, table) if table else "no fires recorded")
     return 0
+
+
+def history_json(record: FireRecord, run_errors: dict[str, str]) -> dict[str, Any]:
+    """One ledger row as ``history --json`` prints it (and ``history --follow --json``)."""
+    return {
+        "trigger_id": record.trigger_id,
+        "occurrence": record.occurrence,
+        "occurrence_iso": iso(record.occurrence),
+        "outcome": record.outcome,
+        "run_id": record.run_id,
+        "error": record.error,
+        "run_error": run_errors.get(record.run_id or ""),
+    }
+
+
+def history_cells(
+    record: FireRecord, now_ms: int, run_errors: dict[str, str], *, utc: bool
+) -> list[str]:
+    """One ledger row as the cells of ``history``'s table (``--follow`` prints them as a line)."""
+    return [
+        _when(record.occurrence, utc=utc),
+        relative(record.occurrence, now_ms),
+        record.trigger_id,
+        record.outcome or "(claimed)",
+        record.run_id or "-",
+        _with_run_error(record.error, run_errors.get(record.run_id or ""))[:80],
+    ]
 
 
 def _with_run_error(ledger: str | None, run_error: str | None) -> str:
@@ -662,7 +686,7 @@ def _with_run_error(ledger: str | None, run_error: str | None) -> str:
     return f"{ledger}: {run_error}" if ledger else run_error
 
 
-async def _run_errors(runs: RunStore, records: list[FireRecord]) -> dict[str, str]:
+async def run_errors_of(runs: RunStore, records: list[FireRecord]) -> dict[str, str]:
     """The flows' own errors of the failed runs among ``records`` (the ledger says only that a
     run failed; the run store says why)."""
     errors: dict[str, str] = {}
