@@ -1,5 +1,6 @@
-"""The CLI commands: ``run``, ``list``, ``history``, ``next``, ``add``, ``remove``, ``enable``,
-``disable``, ``prune`` and ``demo``.
+"""The CLI commands: ``run``, ``list``, ``history`` (its ``--follow`` is ``_follow``'s),
+``show``, ``runs``, ``cancel``, ``next``, ``add``, ``remove``, ``enable``, ``disable``,
+``prune`` and ``demo``.
 
 Every command validates its input (config file, flags) completely before it opens a database,
 so a bad config or a bad flag exits with status 2 and writes nothing.
