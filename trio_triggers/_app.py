@@ -39,6 +39,7 @@ from ._local_runner import FlowFn, LocalRunner
 from ._operations import pause_trigger, resume_trigger
 from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
+from ._ownership._models import AlreadyRequested, CancelRequested, NotFound, Terminal
 from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
 from ._store import HistoryPage, HistoryQuery, Outcome, Resumed, ResumePoint, TriggerStore
@@ -168,9 +169,15 @@ class Triggers:
     """
 
     def __init__(
-        self, store: TriggerStore, runs: RunStore, runner: LocalRunner, scheduler: Scheduler
+        self,
+        store: TriggerStore,
+        runs: RunStore,
+        runner: LocalRunner,
+        scheduler: Scheduler,
+        clock: WallClock | None = None,
     ) -> None:
         self._store = store
+        self._clock: WallClock = clock if clock is not None else SystemWallClock()
         self._runs = runs
         self._runner = runner
         self._scheduler = scheduler
@@ -342,6 +349,26 @@ class Triggers:
             raise
         return RunReport.of(row)
 
+    async def cancel(self, run_id: str) -> RunReport:
+        """Ask for ``run_id`` to be cancelled; the report of the run as the request found it.
+
+        The request is durable (it is a column of the run's row), so it reaches the run's
+        owner wherever it runs: this application's runner stops the flow at once, another
+        process's within one heartbeat interval (1 s), and records ``cancelled``; the
+        scheduler then settles the boundary in the ledger as ``failed`` with the error
+        ``Run <run_id> was cancelled``. A run no worker has started yet (``pending``, or
+        ``suspended`` by a shutdown) is recorded ``cancelled`` by the first runner that picks
+        it up, without running its flow.
+
+        The returned report says which case it was: an active status (``pending``,
+        ``running``, ``suspended``) with ``cancel_requested_at`` set means the request is
+        recorded (a repeated cancel keeps the first request's instant); an ended status
+        (``completed``, ``failed``, ``cancelled``) means the run had already ended and nothing
+        was written. An unknown id raises ``RunStoreError`` with code ``not_found_row``
+        (``invalid_run`` for a string that cannot be a run id), writing nothing.
+        """
+        return await cancel_run(self._runs, run_id, self._clock, self._runner)
+
     async def list_runs(
         self,
         *,
@@ -362,6 +389,43 @@ class Triggers:
 
 def _key(fn: object) -> int:
     return id(fn)
+
+
+async def cancel_run(
+    runs: RunStore, run_id: str, clock: WallClock, runner: LocalRunner | None = None
+) -> RunReport:
+    """Record a cancel request for ``run_id`` in ``runs``; the report of the run as it stood.
+
+    What :meth:`Triggers.cancel` and ``trio-triggers cancel`` share. ``runner`` (this process's
+    :class:`~trio_triggers.LocalRunner`, when there is one) is told as well, so a run it owns
+    stops at once instead of at its worker's next read of the row.
+
+    * unknown id: ``RunStoreError`` ``not_found_row`` (a malformed one: ``invalid_run``), and
+      nothing is written;
+    * a run that has ended (``completed``/``failed``/``cancelled``): its report as it is, and
+      nothing is written (cancelling is idempotent, as ``Runner.cancel`` must be);
+    * otherwise (``pending``/``running``/``suspended``): the request is recorded (the first
+      request's instant is kept) and the report is the run as the request found it, with
+      ``cancel_requested_at`` set: its status is still active, the owner records
+      ``cancelled`` within one heartbeat interval, and a run no worker has started yet is
+      recorded ``cancelled`` without running by the first runner that picks it up.
+    """
+    before = await runs.get(run_id)  # unknown: not_found_row; malformed: invalid_run
+    outcome = await runs.request_cancel(run_id, clock.now_ms())
+    if isinstance(outcome, NotFound):  # deleted between the two calls
+        raise RunStoreError("not_found_row", "cancel", f"no run {run_id!r}")
+    if isinstance(outcome, Terminal):
+        ended = before if before.status in _ENDED else await runs.get(run_id)
+        return RunReport.of(ended)
+    assert isinstance(outcome, CancelRequested | AlreadyRequested)
+    if runner is not None:
+        await runner.cancel(run_id)  # pokes its worker; the request itself is already written
+    return RunReport.of(
+        msgspec.structs.replace(before, cancel_requested_at_ms=outcome.requested_at_ms)
+    )
+
+
+_ENDED: Final = frozenset(("completed", "failed", "cancelled"))
 
 
 @asynccontextmanager
@@ -403,5 +467,5 @@ async def open_triggers(
         async with open_stores(db, clock=wall) as (store, runs):
             runner = LocalRunner(runs, clock=wall, owner=owner, concurrency=concurrency)
             async with open_scheduler(store, runner, options=opts, clock=wall) as scheduler:
-                app = Triggers(store, runs, runner, scheduler)
+                app = Triggers(store, runs, runner, scheduler, wall)
                 yield app

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._app import DEFAULT_RUNS_LIMIT
 from .._ownership._models import RUN_STATUSES
 from ._config import ConfigError, load_config
+from ._follow import FOLLOW_INTERVAL_S, FOLLOW_WINDOW_S
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -41,8 +42,12 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
     ),
     "history": (
         "The fire ledger, newest first: each claimed occurrence, its outcome and run, and the "
-        "flow's own error for a failed run. Times are local with their zone (--utc for UTC).",
-        "trio-triggers history --config triggers.toml --trigger report --outcome failed",
+        "flow's own error for a failed run. Times are local with their zone (--utc for UTC). "
+        "--follow keeps reading: the last --limit rows oldest first, then every row as it is "
+        "written and again each time its outcome changes (launched, then completed), one "
+        "line each (JSON lines with --json), until Ctrl-C.",
+        "trio-triggers history --config triggers.toml --trigger report --outcome failed\n"
+        "  trio-triggers history --config triggers.toml --follow --json",
     ),
     "show": (
         "One run from the run store: its state, the trigger boundary it is for, timings, "
@@ -54,6 +59,16 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "is for, when it started and finished, and (for a failed run) the flow's own error. "
         "Times are local with their zone (--utc for UTC).",
         "trio-triggers runs --config triggers.toml --trigger report --state failed",
+    ),
+    "cancel": (
+        "Ask for a run to be cancelled. The request is written to the run's row, so it reaches "
+        "the run's owner in whichever process serves it: the owner stops the flow within one "
+        "heartbeat interval (1 s) and records it cancelled, and the scheduler settles its "
+        "boundary in the ledger as failed (`Run RUN_ID was cancelled`). A run no worker has "
+        "started is recorded cancelled, without running, by the first runner that picks it "
+        "up. A run that has already ended is left as it is (exit 0, its status printed); an "
+        "unknown run id exits 1.",
+        "trio-triggers cancel run-0f3c... --config triggers.toml",
     ),
     "next": (
         "The next occurrences of one trigger, in UTC and in the trigger's own zone.",
@@ -194,6 +209,40 @@ def _add_operator_commands(commands: Any) -> None:
     resume.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_history(commands: Any) -> None:
+    """The ``history`` subcommand, ``--follow`` included."""
+    history = _subcommand(commands, "history", "the fire ledger, newest first")
+    history.add_argument("--trigger", metavar="ID", help="only this trigger")
+    history.add_argument(
+        "--outcome",
+        choices=["launched", "completed", "skipped", "buffered", "superseded", "failed"],
+        help="only this outcome",
+    )
+    history.add_argument("--limit", type=int, default=20, metavar="N", help="rows (default 20)")
+    history.add_argument("--utc", action="store_true", help="times in UTC instead of local")
+    history.add_argument(
+        "--json", action="store_true", help="machine-readable output (JSON lines with --follow)"
+    )
+    history.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="print the last N rows oldest first, then each row as it is written or its "
+        "outcome changes, until Ctrl-C",
+    )
+    history.add_argument(
+        "--interval",
+        metavar="DURATION",
+        help=f"with --follow: how often the ledger is read (default {FOLLOW_INTERVAL_S:g}s)",
+    )
+    history.add_argument(
+        "--window",
+        metavar="DURATION",
+        help="with --follow: how far below the newest boundary a late row is still noticed "
+        f"(default {FOLLOW_WINDOW_S // 60:g}m)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``trio-triggers`` argument parser, with every subcommand (for ``--help`` and tests)."""
     parser = argparse.ArgumentParser(
@@ -226,16 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--utc", action="store_true", help="times in UTC instead of local")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
-    history = _subcommand(commands, "history", "the fire ledger, newest first")
-    history.add_argument("--trigger", metavar="ID", help="only this trigger")
-    history.add_argument(
-        "--outcome",
-        choices=["launched", "completed", "skipped", "buffered", "superseded", "failed"],
-        help="only this outcome",
-    )
-    history.add_argument("--limit", type=int, default=20, metavar="N", help="rows (default 20)")
-    history.add_argument("--utc", action="store_true", help="times in UTC instead of local")
-    history.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_history(commands)
 
     show = _subcommand(
         commands, "show", "one run: state, timings, owner, result and the flow's own error"
@@ -244,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="machine-readable output")
 
     _add_runs(commands)
+
+    cancel = _subcommand(commands, "cancel", "ask for a run to be cancelled")
+    cancel.add_argument("run_id", metavar="RUN_ID", help="a run id, as history or runs print it")
+    cancel.add_argument("--json", action="store_true", help="machine-readable output")
 
     nxt = _subcommand(commands, "next", "the next occurrences of one trigger")
     nxt.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")

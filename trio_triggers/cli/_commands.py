@@ -1,5 +1,6 @@
-"""The CLI commands: ``run``, ``list``, ``history``, ``next``, ``add``, ``remove``, ``enable``,
-``disable``, ``prune`` and ``demo``.
+"""The CLI commands: ``run``, ``list``, ``history`` (its ``--follow`` is ``_follow``'s),
+``show``, ``runs``, ``cancel``, ``next``, ``add``, ``remove``, ``enable``, ``disable``,
+``prune`` and ``demo``.
 
 Every command validates its input (config file, flags) completely before it opens a database,
 so a bad config or a bad flag exits with status 2 and writes nothing.
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._app import RunReport
+from .._app import RunReport, cancel_run
 from .._clock import SystemWallClock, WallClock
 from .._cron import Cron
 from .._databases import is_dsn, open_stores, shown_db
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
     from typing import TextIO
 
-__all__ = ["CliError", "dispatch"]
+__all__ = ["CliError", "dispatch", "history_cells", "history_json", "run_errors_of"]
 
 logger = logging.getLogger("trio_triggers.cli")
 
@@ -192,6 +193,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "history": _history,
         "show": _show,
         "runs": _runs,
+        "cancel": _cancel,
         "next": _next,
         "remove": partial(_set_enabled, enabled=False, remove=True),
         "enable": partial(_set_enabled, enabled=True, remove=False),
@@ -202,6 +204,8 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
     }
     if command == "history" and args.limit < 1:
         raise CliError("--limit must be a positive integer", 2)
+    if command == "history":
+        _check_follow_flags(args)
     if command == "next" and args.n < 1:
         raise CliError("-n must be a positive integer", 2)
     if command == "prune":
@@ -211,6 +215,20 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
             raise CliError(f"--older-than: {exc}", 2) from None
     handler = handlers[command]
     return _run_async(partial(handler, args, loaded, db), db)
+
+
+def _check_follow_flags(args: argparse.Namespace) -> None:
+    """``--interval`` and ``--window`` mean something only with ``--follow``; both positive."""
+    for flag, text in (("--interval", args.interval), ("--window", args.window)):
+        if text is None:
+            continue
+        if not args.follow:
+            raise CliError(f"{flag} needs --follow", 2)
+        try:
+            seconds = parse_duration(text)
+        except ValueError as exc:
+            raise CliError(f"{flag}: {exc}", 2) from None
+        setattr(args, f"{flag[2:]}_s", seconds)
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -637,42 +655,50 @@ def _when(ms: int | None, *, utc: bool) -> str:
 
 
 async def _history(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    if args.follow:
+        from ._follow import follow
+
+        return await follow(args, db)
     clock = SystemWallClock()
     query = HistoryQuery(trigger_id=args.trigger, outcome=args.outcome, limit=args.limit)
     async with open_stores(db, clock=clock) as (store, runs):
         page = await fires(store, query)
-        run_errors = await _run_errors(runs, page.items)
+        run_errors = await run_errors_of(runs, page.items)
     if args.json:
-        print_json(
-            [
-                {
-                    "trigger_id": r.trigger_id,
-                    "occurrence": r.occurrence,
-                    "occurrence_iso": iso(r.occurrence),
-                    "outcome": r.outcome,
-                    "run_id": r.run_id,
-                    "error": r.error,
-                    "run_error": run_errors.get(r.run_id or ""),
-                }
-                for r in page.items
-            ]
-        )
+        print_json([history_json(r, run_errors) for r in page.items])
         return 0
     now = clock.now_ms()
-    table = [
-        [
-            _when(r.occurrence, utc=args.utc),
-            relative(r.occurrence, now),
-            r.trigger_id,
-            r.outcome or "(claimed)",
-            r.run_id or "-",
-            _with_run_error(r.error, run_errors.get(r.run_id or ""))[:80],
-        ]
-        for r in page.items
-    ]
+    table = [history_cells(r, now, run_errors, utc=args.utc) for r in page.items]
     headers = ["OCCURRENCE", "WHEN", "TRIGGER", "OUTCOME", "RUN", "ERROR"]
     print(render_table(headers, table) if table else "no fires recorded")
     return 0
+
+
+def history_json(record: FireRecord, run_errors: dict[str, str]) -> dict[str, Any]:
+    """One ledger row as ``history --json`` prints it (and ``history --follow --json``)."""
+    return {
+        "trigger_id": record.trigger_id,
+        "occurrence": record.occurrence,
+        "occurrence_iso": iso(record.occurrence),
+        "outcome": record.outcome,
+        "run_id": record.run_id,
+        "error": record.error,
+        "run_error": run_errors.get(record.run_id or ""),
+    }
+
+
+def history_cells(
+    record: FireRecord, now_ms: int, run_errors: dict[str, str], *, utc: bool
+) -> list[str]:
+    """One ledger row as the cells of ``history``'s table (``--follow`` prints them as a line)."""
+    return [
+        _when(record.occurrence, utc=utc),
+        relative(record.occurrence, now_ms),
+        record.trigger_id,
+        record.outcome or "(claimed)",
+        record.run_id or "-",
+        _with_run_error(record.error, run_errors.get(record.run_id or ""))[:80],
+    ]
 
 
 def _with_run_error(ledger: str | None, run_error: str | None) -> str:
@@ -682,7 +708,7 @@ def _with_run_error(ledger: str | None, run_error: str | None) -> str:
     return f"{ledger}: {run_error}" if ledger else run_error
 
 
-async def _run_errors(runs: RunStore, records: list[FireRecord]) -> dict[str, str]:
+async def run_errors_of(runs: RunStore, records: list[FireRecord]) -> dict[str, str]:
     """The flows' own errors of the failed runs among ``records`` (the ledger says only that a
     run failed; the run store says why)."""
     errors: dict[str, str] = {}
@@ -752,6 +778,44 @@ def _print_stream(name: str, text: str, size: int) -> None:
     cut = f", its last {kept} B shown" if size > OUTPUT_TAIL_BYTES else ""
     print(f"--- {name} ({size} B{cut}) ---")
     print(text, end="" if text.endswith("\n") else "\n")
+
+
+_ENDED = frozenset(("completed", "failed", "cancelled"))
+
+
+async def _cancel(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    """``cancel RUN_ID``: write the request; the run's owner, wherever it runs, acts on it.
+
+    Exit 0 when the request is recorded and when the run had already ended (its status is
+    printed and nothing is written: cancelling is idempotent, so a script may repeat it);
+    exit 1 for an unknown run id."""
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (_store, runs):
+        try:
+            report = await cancel_run(runs, args.run_id, clock)
+        except RunStoreError as exc:
+            if exc.code in ("not_found_row", "invalid_run"):
+                raise CliError(f"unknown run {args.run_id}", 1) from None
+            raise
+    ended = report.status in _ENDED
+    if args.json:
+        value = msgspec.to_builtins(report)
+        value["cancel"] = "already_ended" if ended else "requested"
+        print_json(value)
+        return 0
+    if ended:
+        print(f"run {report.run_id} already ended: {report.status}; nothing changed")
+    elif report.status == "running":
+        print(
+            f"cancel requested for run {report.run_id} (running): its owner stops it within "
+            "one heartbeat interval and records it cancelled"
+        )
+    else:
+        print(
+            f"cancel requested for run {report.run_id} ({report.status}, no worker is "
+            "running it): the first runner to pick it up records it cancelled without running it"
+        )
+    return 0
 
 
 async def _runs(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
