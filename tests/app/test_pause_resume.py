@@ -104,3 +104,44 @@ async def test_pause_of_an_unknown_trigger_is_refused(
         with pytest.raises(TriggerError) as caught:
             await app.resume("nope", point="now")
         assert caught.value.code == "unknown_trigger"
+
+
+@pytest.mark.parametrize(
+    ("point", "catch_up", "after_resume"),
+    [
+        # Paused at +1.5 h for 3 h (boundaries 2 h, 3 h, 4 h fall due), resumed at +4.5 h.
+        ("now", "all", [5]),  # skipped, whatever the policy
+        ("policy", "all", [2, 3, 4, 5]),  # owed, each of them
+        # The boundary at or before the resume (4 h) is always owed, as after downtime (§6.1);
+        # the policy governs the backlog before it.
+        ("policy", "one", [3, 4, 5]),  # the latest of the backlog
+        ("policy", "none", [4, 5]),  # none of the backlog
+    ],
+)
+async def test_an_hourly_trigger_paused_for_three_hours(
+    autojump_clock: trio.testing.MockClock, point: str, catch_up: str, after_resume: list[int]
+) -> None:
+    async with trio_triggers.open_triggers(":memory:", clock=TrioWallClock(EPOCH)) as app:
+
+        @app.flow
+        async def hourly(input: Any, run: RunContext) -> None:
+            return None
+
+        await app.schedule(
+            "h",
+            hourly,
+            cron="0 * * * *",
+            timezone="UTC",
+            catch_up=catch_up,  # type: ignore[arg-type]
+            max_catch_up=10,
+        )
+        hour = 3600
+        await serving(app, 1.5 * hour)  # +1 h fires
+        await app.pause("h")
+        await serving(app, 3 * hour)
+        resumed = await app.resume("h", point=point)  # type: ignore[arg-type]
+        assert resumed.skipped == (3 if point == "now" else 0)
+        await serving(app, 1 * hour)  # to +5.5 h
+        page = await app.history(trigger_id="h")
+        fired = sorted((item.occurrence - EPOCH) // (hour * S) for item in page.items)
+    assert fired == [1, *after_resume]
