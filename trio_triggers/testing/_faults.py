@@ -28,6 +28,7 @@ import msgspec
 import trio
 
 from .._errors import RunStoreError, TriggerError
+from .._store._engine import EngineStore
 from .._store._protocol import NO_TRIGGER_WRITE_METHODS, TriggerStore
 from .._wake import notify_registered
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
         Listed,
         PendingClaim,
         Result,
+        Resumed,
+        ResumePoint,
         SchedulerHeartbeat,
     )
 
@@ -427,6 +430,34 @@ class FaultyTriggerStore(_FaultingBase):
 
     async def last_heartbeat(self) -> SchedulerHeartbeat | None:
         return await self._call("last_heartbeat", self.inner.last_heartbeat, ())
+
+    # Operator state: methods of the built-in stores, outside the TriggerStore contract.
+
+    async def pause(
+        self, trigger_id: str, *, note: str | None = None, by: str | None = None
+    ) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call(
+            "pause", self._engine().pause, (trigger_id,), {"note": note, "by": by}
+        )
+        return answer
+
+    async def resume(self, trigger_id: str, *, point: ResumePoint) -> Resumed:
+        answer: Resumed = await self._call(
+            "resume", self._engine().resume, (trigger_id,), {"point": point}
+        )
+        notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    @property
+    def keeps_operator_state(self) -> bool:
+        """Whether the wrapped store has ``pause`` and ``resume`` (the built-in stores do)."""
+        return isinstance(self.inner, EngineStore)
+
+    def _engine(self) -> EngineStore:
+        inner = self.inner
+        if not isinstance(inner, EngineStore):
+            raise TypeError(f"{type(inner).__name__} keeps no operator state")
+        return inner
 
 
 @final

@@ -88,7 +88,7 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("T27", "call", "Runner calls are bounded; ticks never wait for launches"),
     _info("T28", "final", "Failures are isolated; cancellation never is"),
     _info("T29", "call", "Inspection outages change nothing durable"),
-    _info("T30", "call", "Disabled triggers get recovery only"),
+    _info("T30", "call", "Disabled or paused triggers get recovery only"),
     _info("T31", "final", "Expired reservations are reached"),
     _info("T32", "elsewhere", "Cron consistency (property tests against a brute-force oracle)"),
     _info("T33", "elsewhere", "Due-occurrence bounds (property tests)"),

@@ -75,6 +75,8 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: (before it launches): the world where a released reservation's predecessor matters.
     crash_after_reserve_rate: float = 0.0
     edits_per_day: float = 2.0
+    #: Whether the admin also pauses triggers (and resumes them, from a drawn point).
+    pauses: bool = True
     jumps_per_day: float = 0.5
     poll_interval: float = 3600.0
     run_poll_interval: float = 900.0

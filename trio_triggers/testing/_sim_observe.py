@@ -276,8 +276,14 @@ class StoreObserver:
             if decl is not None:
                 self.checks["T18"] += 1
                 self.checks["T30"] += 1
-                if not decl.enabled:
+                if not decl.schedulable:
                     self.violated("T30", f"{call.caller} claimed {occ} of disabled {tid} r{rev}")
+                if decl.resume_after is not None and occ <= decl.resume_after:
+                    self.violated(
+                        "T30",
+                        f"{call.caller} claimed {tid}@{occ}, skipped by a resume from now "
+                        f"(through {decl.resume_after})",
+                    )
                 cron = self.cron_of(decl)
                 latest = cron.previous_at_or_before(self.max_wall)
                 if occ > latest or cron.previous_at_or_before(occ) != occ:
@@ -288,7 +294,7 @@ class StoreObserver:
             tid = call.args[0]
             rev = int(call.kwargs.get("expected_revision", -1))
             decl = self.declarations.get((tid, rev))
-            if decl is not None and not decl.enabled:
+            if decl is not None and not decl.schedulable:
                 self.checks["T30"] += 1
                 if tid not in cs.pending_retry:
                     self.violated("T30", f"{call.caller} claimed pending of disabled {tid}")
@@ -432,8 +438,8 @@ class StoreObserver:
         method = call.method
         if call.error is None and method in ("active_run", "claim_fire", "claim_pending"):
             self.note_orphans(call)
-        if call.error is None and method == "register":
-            reg = call.answer
+        if call.error is None and method in ("register", "pause", "resume"):
+            reg = call.answer.trigger if method == "resume" else call.answer
             self.declarations[(reg.id, reg.revision)] = reg
         if method == "claim_fire" and call.error is not None:
             self.note_failed_claim(call.caller, call.args[0], call.args[1])

@@ -77,7 +77,7 @@ from ._snapshots import MemorySnapshotter, memory_attention, sqlite_attention, s
 
 if TYPE_CHECKING:
     from .._declarations import RegisteredTrigger, Trigger
-    from .._store._models import Result
+    from .._store._models import Result, ResumePoint
     from .._store._protocol import TriggerStore
 
 __all__ = ["SimConfig", "SimReport", "simulate", "simulate_async"]
@@ -217,6 +217,7 @@ class _World:
         rng = self.draws.rng
         rate = self.config.edits_per_day / DAY_S
         disabled_until: dict[str, float] = {}
+        paused_until: dict[str, float] = {}
         while True:
             wait = rng.expovariate(rate) if rate > 0 else math.inf
             if self.config.edit_on_boundaries:
@@ -235,16 +236,28 @@ class _World:
             if self.draws.quiet:
                 for tid in sorted(disabled_until):
                     await self.edit(store, tid, enabled=True)
+                for tid in sorted(paused_until):
+                    await self.resume(store, tid)
                 return
             for tid in sorted(disabled_until):
                 if disabled_until[tid] <= now_t:
                     del disabled_until[tid]
                     await self.edit(store, tid, enabled=True)
+            for tid in sorted(paused_until):
+                if paused_until[tid] <= now_t:
+                    del paused_until[tid]
+                    await self.resume(store, tid)
             tid = rng.choice(self.trigger_ids)
-            if tid in disabled_until:
+            if tid in disabled_until or tid in paused_until:
                 continue
             r = rng.random()
-            if r < 0.25:
+            # (A planted bug's own store wrapper may keep no operator state: no pauses there.)
+            if r < 0.1 and self.config.pauses and store.keeps_operator_state:
+                paused_until[tid] = now_t + rng.uniform(600, 4 * 3600)
+                self.trace.counts["pauses"] += 1
+                self.trace.event(f"PAUSE {tid}")
+                await store.pause(tid, note="simulated", by="admin")
+            elif r < 0.25:
                 disabled_until[tid] = now_t + rng.uniform(600, 4 * 3600)
                 await self.edit(store, tid, enabled=False)
             elif r < 0.55:
@@ -253,6 +266,15 @@ class _World:
                 await self.edit(store, tid, input={"n": rng.randrange(1000)})
             else:
                 await self.edit(store, tid, cron=rng.choice(CRONS))
+
+    async def resume(self, store: FaultyTriggerStore, tid: str) -> None:
+        """Resume ``tid``: an audited trigger (no boundary may be lost) under its policy, any
+        other from a point drawn at random."""
+        point: ResumePoint = "policy"
+        if tid not in self.draws.audited and self.draws.rng.random() < 0.5:
+            point = "now"
+        resumed = await store.resume(tid, point=point)
+        self.trace.event(f"RESUME {tid} from {point} (skipped {resumed.skipped})")
 
     async def edit(self, store: FaultyTriggerStore, tid: str, **changes: Any) -> None:
         current = await store.get(tid)

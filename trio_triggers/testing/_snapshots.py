@@ -255,6 +255,8 @@ def _exact(row: dict[str, Any]) -> int | None:
             active=_str(row.get("active_run_id")),
             claimed_at=_int(row.get("active_claimed_at_ms")),
             registered_at=_int(row.get("registered_at_ms")),
+            paused=row.get("paused_at_ms") is not None,
+            resume_after=_int(row.get("resume_after_ms")),
         )
     )
 
