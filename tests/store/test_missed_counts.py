@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import trio
 
 from trio_triggers import Dropped, MissedCounts, TriggerError, _instrument
 from trio_triggers._store._engine import EngineStore
@@ -198,3 +199,23 @@ async def test_registration_never_resets_the_counts(env: Env) -> None:
     await engine(env).register_many([hourly(enabled=False)])
     await env.store.register(hourly())
     assert await counts(env) == MissedCounts(overlap=1)
+
+
+async def test_two_stores_claiming_with_the_same_drops_count_them_once(env: Env) -> None:
+    """Two schedulers (two connections: on PostgreSQL two sessions racing for the row lock)
+    claim the same first boundary after the same backlog, each carrying its drops."""
+    await env.store.register(hourly())
+    dropped = Dropped(after=0, catch_up=4)
+    answers = []
+    async with env.opened.peer() as other:
+
+        async def claim(store: Any) -> None:
+            answers.append(
+                await store.claim_fire("daily", 5 * H, expected_revision=1, dropped=dropped)
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(claim, env.store)
+            nursery.start_soon(claim, other)
+    assert sorted(answer.claimed for answer in answers) == [False, True]
+    assert await counts(env) == MissedCounts(catch_up=4)
