@@ -6,6 +6,7 @@ dashboard readers and the tests all get the same answer for the same inputs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Literal
 
@@ -131,6 +132,14 @@ def _within_bound(
     return owed, False
 
 
+@functools.lru_cache(maxsize=1024)
+def _backlog(cron: Cron, since: int, current: int) -> int:
+    """How many boundaries lie strictly between ``since`` and ``current`` (at most
+    ``MISSED_COUNT_LIMIT``). Remembered: a tick asks it of every trigger sharing an expression,
+    with the same watermark and boundary, and the answer never changes."""
+    return len(cron.occurrences_between(since, current - 1, limit=MISSED_COUNT_LIMIT))
+
+
 def _given_up(
     trigger: RegisteredTrigger,
     cron: Cron,
@@ -145,7 +154,7 @@ def _given_up(
     ``kept`` of them being owed. When the bound abandoned the backlog, what the policy would
     have kept (everything under ``all``; the latest under ``one`` when ``keeps_latest``, as
     ``current`` itself is the kept one on first sight) is the bound's, the rest the policy's."""
-    backlog = len(cron.occurrences_between(since, current - 1, limit=MISSED_COUNT_LIMIT))
+    backlog = _backlog(cron, since, current)
     if not abandoned:
         return backlog - kept, 0
     if trigger.catch_up == "all":
