@@ -13,6 +13,7 @@ __all__ = [
     "MAX_OCCURRENCES",
     "MAX_PAGE_SIZE",
     "MAX_SAFE_INTEGER",
+    "MISSED_COUNT_LIMIT",
     "NEXT_OCCURRENCE_COUNT",
     "PRUNE_INTERVAL_MS",
     "RESERVATION_LEASE_MS",
@@ -40,6 +41,9 @@ PRUNE_INTERVAL_MS: Final = 3_600_000
 DURATION_BOUNDARIES_MS: Final = (10, 100, 1000, 10000, 60000, 300000)
 #: How many upcoming occurrences the dashboard readers show (§14.1).
 NEXT_OCCURRENCE_COUNT: Final = 5
+#: The most occurrences one decision counts as not run (a resume from now, a catch-up drop):
+#: counting walks the cron, so an every-second trigger down for a year is not walked in full.
+MISSED_COUNT_LIMIT: Final = 100_000
 #: Default and maximum page sizes of ``fires`` (§14.3).
 DEFAULT_PAGE_SIZE: Final = 100
 MAX_PAGE_SIZE: Final = 500

@@ -27,6 +27,7 @@ __all__ = [
     "DURATION_BOUNDARIES_MS",
     "FIRES",
     "LAUNCH_DURATION_MS",
+    "MISSED",
     "TICK_DURATION_MS",
     "RecordedSpan",
     "Recorder",
@@ -39,14 +40,19 @@ __all__ = [
 ]
 
 FIRES = "trio_triggers.fires"
+#: Occurrences that will never run, by ``reason`` (``overlap``, ``catch_up``, ``catch_up_bound``,
+#: ``paused``) and ``trigger_id``: added by the store once the transaction that decided their
+#: fate has committed (docs/operations.md, "Occurrences that do not run").
+MISSED = "trio_triggers.missed"
 TICK_DURATION_MS = "trio_triggers.tick_duration_ms"
 LAUNCH_DURATION_MS = "trio_triggers.launch_duration_ms"
 
 Attributes = Mapping[str, str | int | float | bool]
 
-_UNITS = {FIRES: "1", TICK_DURATION_MS: "ms", LAUNCH_DURATION_MS: "ms"}
+_UNITS = {FIRES: "1", MISSED: "1", TICK_DURATION_MS: "ms", LAUNCH_DURATION_MS: "ms"}
 _DESCRIPTIONS = {
     FIRES: "Results recorded by the scheduler, by outcome",
+    MISSED: "Occurrences that will not run, by reason and trigger",
     TICK_DURATION_MS: "Duration of one scheduler tick",
     LAUNCH_DURATION_MS: "Duration of one runner.start call",
 }

@@ -6,12 +6,13 @@ dashboard readers and the tests all get the same answer for the same inputs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ._constants import NEXT_OCCURRENCE_COUNT, is_safe_integer
+from ._constants import MISSED_COUNT_LIMIT, NEXT_OCCURRENCE_COUNT, is_safe_integer
 from ._cron import Cron
 from ._errors import TriggerError
 
@@ -97,15 +98,28 @@ def catch_up_occurrences(
 
 
 class DueOccurrences(msgspec.Struct, frozen=True, kw_only=True):
-    """What one poll owes for a trigger, and the watermark to remember for the next poll."""
+    """What one poll owes for a trigger, and the watermark to remember for the next poll.
+
+    The backlog boundaries it gives up (they will never run) are counted by reason:
+    ``catch_up_missed`` by the catch-up policy itself (``none`` gives up every one, ``one`` all
+    but the latest), ``bound_missed`` those the policy would have run but ``max_catch_up``
+    refused. They all lie strictly between ``dropped_after`` (the watermark the poll counted
+    from) and the first owed occurrence; each count stops at ``MISSED_COUNT_LIMIT``.
+    """
 
     occurrences: list[int]
     watermark: int
+    dropped_after: int | None = None
+    catch_up_missed: int = 0
+    bound_missed: int = 0
 
 
-def _within_bound(trigger: RegisteredTrigger, since: int, now: int, cron: Cron) -> list[int]:
+def _within_bound(
+    trigger: RegisteredTrigger, since: int, now: int, cron: Cron
+) -> tuple[list[int], bool]:
+    """The catch-up policy's backlog, and whether it was abandoned for breaching the bound."""
     try:
-        return catch_up_occurrences(trigger.catch_up, trigger.max_catch_up, since, now, cron)
+        owed = catch_up_occurrences(trigger.catch_up, trigger.max_catch_up, since, now, cron)
     except TriggerError as error:
         if error.code != "catch_up_bound_exceeded":
             raise
@@ -114,7 +128,40 @@ def _within_bound(trigger: RegisteredTrigger, since: int, now: int, cron: Cron) 
             exc_info=error,
             extra={"trigger_id": trigger.id},
         )
-        return []
+        return [], True
+    return owed, False
+
+
+@functools.lru_cache(maxsize=1024)
+def _backlog(cron: Cron, since: int, current: int) -> int:
+    """How many boundaries lie strictly between ``since`` and ``current`` (at most
+    ``MISSED_COUNT_LIMIT``). Remembered: a tick asks it of every trigger sharing an expression,
+    with the same watermark and boundary, and the answer never changes."""
+    return len(cron.occurrences_between(since, current - 1, limit=MISSED_COUNT_LIMIT))
+
+
+def _given_up(
+    trigger: RegisteredTrigger,
+    cron: Cron,
+    since: int,
+    current: int,
+    kept: int,
+    abandoned: bool,
+    *,
+    keeps_latest: bool,
+) -> tuple[int, int]:
+    """``(catch_up, bound)``: the backlog boundaries in ``(since, current)`` that will not run,
+    ``kept`` of them being owed. When the bound abandoned the backlog, what the policy would
+    have kept (everything under ``all``; the latest under ``one`` when ``keeps_latest``, as
+    ``current`` itself is the kept one on first sight) is the bound's, the rest the policy's."""
+    backlog = _backlog(cron, since, current)
+    if not abandoned:
+        return backlog - kept, 0
+    if trigger.catch_up == "all":
+        wanted = backlog
+    else:
+        wanted = min(backlog, 1) if trigger.catch_up == "one" and keeps_latest else 0
+    return backlog - wanted, wanted
 
 
 def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) -> DueOccurrences:
@@ -140,14 +187,32 @@ def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) 
             last = floor
         if last is None or current <= last:
             return DueOccurrences(occurrences=[], watermark=current)
-        owed = _within_bound(trigger, last, now, cron)
+        owed, abandoned = _within_bound(trigger, last, now, cron)
         if not owed or owed[-1] != current:
             owed.append(current)
-        return DueOccurrences(occurrences=owed, watermark=current)
+        catch_up, bound = _given_up(
+            trigger, cron, last, current, len(owed) - 1, abandoned, keeps_latest=False
+        )
+        return DueOccurrences(
+            occurrences=owed,
+            watermark=current,
+            dropped_after=last,
+            catch_up_missed=catch_up,
+            bound_missed=bound,
+        )
     if current <= observed:
         return DueOccurrences(occurrences=[], watermark=observed)
-    backlog = _within_bound(trigger, observed, current - 1, cron)
-    return DueOccurrences(occurrences=[*backlog, current], watermark=current)
+    backlog, abandoned = _within_bound(trigger, observed, current - 1, cron)
+    catch_up, bound = _given_up(
+        trigger, cron, observed, current, len(backlog), abandoned, keeps_latest=True
+    )
+    return DueOccurrences(
+        occurrences=[*backlog, current],
+        watermark=current,
+        dropped_after=observed,
+        catch_up_missed=catch_up,
+        bound_missed=bound,
+    )
 
 
 def next_occurrences(trigger: Trigger | Schedule, now: int) -> list[int]:

@@ -6,6 +6,7 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 
 from trio_triggers import (
@@ -21,6 +22,7 @@ from trio_triggers import (
     overlap_decision,
     pending_after,
 )
+from trio_triggers._constants import MISSED_COUNT_LIMIT
 
 from ._util import H, z
 
@@ -142,15 +144,66 @@ def test_due_table(
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="trio_triggers"):
         due = due_occurrences(_hourly(last, policy, bound), NOW, observed)
-    assert due == DueOccurrences(occurrences=occurrences, watermark=watermark)
+    assert (due.occurrences, due.watermark) == (occurrences, watermark)
     assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("last", "observed", "policy", "bound", "catch_up", "over_bound"),
+    [
+        # first sight from the cursor at 0: the backlog is H and 2H (3H is the current one)
+        (0, None, "all", 3, 0, 0),
+        (0, None, "one", 3, 2, 0),  # on first sight "one" keeps the current boundary
+        (0, None, "none", 3, 2, 0),
+        (0, None, "all", 1, 0, 2),  # over the bound: what "all" would have run
+        (0, None, "one", 0, 2, 0),  # the current boundary runs whatever the bound
+        # from a watermark
+        (None, H, "none", 0, 1, 0),
+        (None, 0, "one", 3, 1, 0),  # H given up, 2H kept
+        (None, 0, "one", 0, 1, 1),  # H by the policy, 2H (which it would keep) by the bound
+        (None, 0, "all", 1, 0, 2),
+        (None, 3 * H, "none", 0, 0, 0),  # nothing new
+    ],
+)
+def test_due_counts_what_it_gives_up(
+    last: int | None,
+    observed: int | None,
+    policy: CatchUp,
+    bound: int,
+    catch_up: int,
+    over_bound: int,
+) -> None:
+    due = due_occurrences(_hourly(last, policy, bound), NOW, observed)
+    assert (due.catch_up_missed, due.bound_missed) == (catch_up, over_bound)
+    if catch_up or over_bound:
+        assert due.dropped_after == (last if observed is None else observed)
+        assert due.dropped_after is not None
+        assert due.dropped_after < due.occurrences[0]
+
+
+def test_a_resume_floor_is_not_a_catch_up_drop() -> None:
+    resumed = msgspec.structs.replace(_hourly(0, "none"), resume_after=2 * H + 5)
+    due = due_occurrences(resumed, NOW, 0)
+    assert due.occurrences == [3 * H]
+    assert (due.catch_up_missed, due.bound_missed) == (0, 0)  # a resume from now counted them
+
+
+def test_the_count_of_a_long_outage_is_bounded() -> None:
+    every_second = RegisteredTrigger.of(
+        Trigger(id="s", flow_id="f", input=None, cron="* * * * * *", timezone="UTC"),
+        revision=1,
+    )
+    due = due_occurrences(every_second, 300_000_000, 0)  # ~300 000 boundaries behind
+    assert due.catch_up_missed == MISSED_COUNT_LIMIT
 
 
 @pytest.mark.parametrize("observed", [None, 0])
 def test_due_bound_breached(caplog: pytest.LogCaptureFixture, observed: int | None) -> None:
     with caplog.at_level(logging.WARNING, logger="trio_triggers"):
         due = due_occurrences(_hourly(0, "all", 1), NOW, observed)
-    assert due == DueOccurrences(occurrences=[3 * H], watermark=3 * H)
+    assert due == DueOccurrences(
+        occurrences=[3 * H], watermark=3 * H, dropped_after=0, bound_missed=2
+    )
     [record] = caplog.records
     assert record.getMessage() == "A trigger abandoned catch-up work beyond its bound"
     assert record.levelno == logging.WARNING

@@ -36,7 +36,8 @@ __all__ = ["PostgresBackdoor", "open_postgres_trigger_backend", "postgres_run_ba
 _TRIGGER_COLUMNS = (
     "trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up, "
     "enabled, revision, last_fired_at_ms, pending_at_ms, active_run_id, active_claimed_at_ms, "
-    "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms"
+    "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms, "
+    "missed_overlap, missed_catch_up, missed_catch_up_bound, missed_paused"
 )
 _INTEGER_COLUMNS = frozenset(
     {

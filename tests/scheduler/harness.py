@@ -16,6 +16,7 @@ from trio_triggers._declarations import RegisteredTrigger, Trigger
 from trio_triggers._errors import TriggerError
 from trio_triggers._store._models import (
     Claim,
+    Dropped,
     Held,
     HistoryPage,
     HistoryQuery,
@@ -232,6 +233,7 @@ class RecordingStore:
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Dropped | None = None,
     ) -> Claim:
         result: Claim = await self._call(
             "claim_fire",
@@ -239,6 +241,7 @@ class RecordingStore:
             occurrence,
             expected_revision=expected_revision,
             resume_buffered=resume_buffered,
+            dropped=dropped,
         )
         return result
 
@@ -392,7 +395,12 @@ def fire_claim(trigger_id: str = "hourly", occurrence: int = 0) -> Claim:
 
 
 async def claim_fire_answering_fire(
-    trigger_id: str, occurrence: int, *, expected_revision: int, resume_buffered: bool = False
+    trigger_id: str,
+    occurrence: int,
+    *,
+    expected_revision: int,
+    resume_buffered: bool = False,
+    dropped: Dropped | None = None,
 ) -> Claim:
     await trio.lowlevel.checkpoint()
     return fire_claim(trigger_id, occurrence)

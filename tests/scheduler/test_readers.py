@@ -54,6 +54,8 @@ async def test_summaries_of_fresh_triggers(
         "enabled": True,
         "revision": 1,
         "next_occurrences": [H, 2 * H, 3 * H, 4 * H, 5 * H],
+        # always present, zeros included (docs/operations.md)
+        "missed": {"overlap": 0, "catch_up": 0, "catch_up_bound": 0, "paused": 0},
     }
     assert daily.timezone is None
     assert len(daily.next_occurrences) == 5

@@ -11,11 +11,12 @@ from hypothesis import given, settings, strategies as st
 
 from trio_triggers import TriggerError
 from trio_triggers._identities import reservation_occurrence
-from trio_triggers._store import Claim, ClaimAction, Result
+from trio_triggers._store import Claim, ClaimAction, Dropped, Result
 from trio_triggers._store._decision import (
     AdvanceCursor,
     ClaimSnapshot,
     ClearPendingIf,
+    CountMissed,
     FireState,
     LeaseExpired,
     LeaseHeld,
@@ -29,10 +30,12 @@ from trio_triggers._store._decision import (
     TriggerWrite,
     WriteFire,
     decide,
+    dropped_applies,
     is_prunable,
     lease,
     plan_result,
     refuse_result,
+    slot_displaced,
 )
 
 LEASE = 300_000
@@ -172,6 +175,7 @@ def test_reclaim_rearms_other_occurrence_under_skip_and_buffer() -> None:
         assert decision.writes == (
             ReleaseReservation(expected=res(3), holder=None, pending=3),
             Reserve(reservation_id=NEW, claimed_at=1_000_000),
+            CountMissed(overlap=1),  # the re-armed 3 pushed 2 out of the buffer slot
         )
 
 
@@ -250,6 +254,7 @@ def test_skip_and_buffer_writes() -> None:
     assert skip.writes == (
         SetOutcome(occurrence=9, outcome="skipped", while_open=False),
         AdvanceCursor(occurrence=9),
+        CountMissed(overlap=1),
     )
     buffer = decide(snap(overlap="buffer-one", active="run-1", pending=12))
     assert buffer.claim == Claim(claimed=True, action="buffer")
@@ -257,7 +262,29 @@ def test_skip_and_buffer_writes() -> None:
         SetOutcome(occurrence=9, outcome="buffered", while_open=False),
         AdvanceCursor(occurrence=9),
         SetPending(pending=12),
+        CountMissed(overlap=1),  # 9 behind the buffered 12: it never runs
     )
+
+
+def test_dropped_counts_only_when_nothing_in_the_gap_was_taken_care_of() -> None:
+    dropped = Dropped(after=5, catch_up=2, catch_up_bound=1)
+    counted = CountMissed(catch_up=2, catch_up_bound=1)
+    assert decide(snap(dropped=dropped)).writes[-1] == counted
+    assert decide(snap(dropped=dropped, cursor=5, pending=4)).writes[-1] == counted
+    for marks in ({"cursor": 6}, {"pending": 6}, {"active": res(6), "active_claimed_at": 999_000}):
+        writes = decide(snap(dropped=dropped, **marks)).writes
+        assert not any(isinstance(write, CountMissed) and write.catch_up for write in writes)
+    # A claim that is not granted counts nothing, whatever it carries.
+    assert decide(snap(dropped=dropped, existing_fire=FireState(outcome="completed"))).writes == ()
+    assert dropped_applies(snap(dropped=dropped, cursor=5))
+    assert not dropped_applies(snap(cursor=5))
+
+
+def test_slot_displaced() -> None:
+    assert slot_displaced(None, 3) is None
+    assert slot_displaced(3, 3) is None
+    assert slot_displaced(2, 3) == CountMissed(overlap=1)
+    assert slot_displaced(4, 3) == CountMissed(overlap=1)
 
 
 def test_fire_reserves_only() -> None:
@@ -319,7 +346,9 @@ def test_lease_table() -> None:
     )
     rearm = lease(res(3), None, 2, 0, FireState(run_id="run-0"))
     assert rearm == LeaseExpired(
-        expected=res(3), write=ReleaseReservation(expected=res(3), holder="run-0", pending=3)
+        expected=res(3),
+        write=ReleaseReservation(expected=res(3), holder="run-0", pending=3),
+        missed=CountMissed(overlap=1),
     )
     assert rearm.holder == "run-0"
     shaped = lease(res(3), None, 7, 0, FireState(run_id=res(1)))

@@ -31,8 +31,8 @@ from .._cron import Cron
 from .._errors import TriggerError
 from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
-from .._policies import due_occurrences
-from .._store._models import Claim, Held, Listed, Result
+from .._policies import DueOccurrences, due_occurrences
+from .._store._models import Claim, Dropped, Held, Listed, Result
 from .._store._protocol import AttentionStore, TriggerStore
 from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
@@ -84,6 +84,20 @@ class _StaleRevision(Exception):
     def __init__(self, error: TriggerError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+def _carrying(
+    claim_once: Callable[[RegisteredTrigger, int, Dropped | None], Awaitable[None]],
+    due: DueOccurrences,
+) -> Callable[[RegisteredTrigger, int], Awaitable[None]]:
+    """The claim of a poll's first occurrence: it carries what the catch-up gave up before it
+    (counted by the store only if that claim is granted, docs/operations.md)."""
+    if due.dropped_after is None or not (due.catch_up_missed or due.bound_missed):
+        return lambda trigger, occurrence: claim_once(trigger, occurrence, None)
+    dropped = Dropped(
+        after=due.dropped_after, catch_up=due.catch_up_missed, catch_up_bound=due.bound_missed
+    )
+    return lambda trigger, occurrence: claim_once(trigger, occurrence, dropped)
 
 
 def end_result(trigger_id: str, occurrence: int, run_id: str, state: RunState) -> Result:
@@ -521,12 +535,14 @@ class Scheduler:
         if running is None or trigger.overlap == "supersede":
             await self._resume_pending(trigger, held)
         due = due_occurrences(trigger, now, self._watermark_of(trigger, now))
+        claim_first = _carrying(self._claim_once, due)
         dispatched: int | None = None
         interrupted = False
         stale = False
-        for occurrence in due.occurrences:
+        for index, occurrence in enumerate(due.occurrences):
+            claim = claim_first if index == 0 else self._claim_once
             try:
-                await self._hook.around_claim(self._claim_once, trigger, occurrence)
+                await self._hook.around_claim(claim, trigger, occurrence)
             except _StaleRevision:
                 stale = True
                 break
@@ -700,10 +716,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ §12.9
 
-    async def _claim_once(self, trigger: RegisteredTrigger, occurrence: int) -> None:
+    async def _claim_once(
+        self, trigger: RegisteredTrigger, occurrence: int, dropped: Dropped | None = None
+    ) -> None:
         try:
             claim = await self._store.claim_fire(
-                trigger.id, occurrence, expected_revision=trigger.revision
+                trigger.id, occurrence, expected_revision=trigger.revision, dropped=dropped
             )
         except TriggerError as err:
             if err.code == "revision_mismatch":

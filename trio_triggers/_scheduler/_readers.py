@@ -17,7 +17,7 @@ from .._constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .._declarations import Pause
 from .._identities import is_reservation
 from .._policies import next_occurrences
-from .._store._models import HistoryPage, HistoryQuery
+from .._store._models import HistoryPage, HistoryQuery, MissedCounts
 
 if TYPE_CHECKING:
     from .._clock import WallClock
@@ -39,6 +39,8 @@ class TriggerSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     enabled: bool
     revision: int
     next_occurrences: list[int]
+    missed: MissedCounts
+    """Its occurrences that will never run, by reason (always shown, zeros included)."""
     timezone: str | None = None
     last_fired_at: int | None = None
     pending_at: int | None = None
@@ -82,6 +84,7 @@ async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummar
                     if holder is not None and not is_reservation(holder)
                     else None,
                     next_occurrences=next_occurrences(trigger, now),
+                    missed=row.missed,
                     scheduler_last_tick=heartbeat.ticked_at if heartbeat is not None else None,
                     paused=trigger.paused,
                     removed_at=trigger.removed_at,

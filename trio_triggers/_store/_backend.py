@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 from ._attention import UNKNOWN
 from ._codec import (
     ATTENTION_COLUMNS,
+    MISSED_COLUMNS,
     STATE_COLUMNS,
     TRIGGER_COLUMNS,
     EncodedTrigger,
@@ -56,6 +57,7 @@ from ._codec import (
 from ._decision import (
     AdvanceCursor,
     ClearPendingIf,
+    CountMissed,
     ReleaseReservation,
     ReplaceHolder,
     Reserve,
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTENTION_COLUMNS",
     "CLOCK_METHODS",
+    "MISSED_COLUMNS",
     "READ_ONLY_METHODS",
     "STATE_COLUMNS",
     "TRIGGER_COLUMNS",
@@ -90,6 +93,7 @@ __all__ = [
     "BatchItemFailed",
     "Body",
     "ClearPendingIf",
+    "CountMissed",
     "EncodedTrigger",
     "EngineStore",
     "Hint",

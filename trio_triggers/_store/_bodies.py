@@ -9,7 +9,7 @@ unchanged. (The attention index's bodies and the refresh that follows every writ
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
 
@@ -35,6 +35,7 @@ from ._codec import (
 from ._decision import (
     ClaimSnapshot,
     ClearPendingIf,
+    CountMissed,
     FireState,
     LeaseExpired,
     LeaseHeld,
@@ -49,11 +50,13 @@ from ._decision import (
     plan_restore,
     plan_result,
     refuse_claim,
+    slot_displaced,
 )
 from ._index import Attending
 from ._models import (
     SKIPPED_COUNT_LIMIT,
     Claim,
+    Dropped,
     FireRecord,
     Held,
     HistoryPage,
@@ -94,7 +97,21 @@ __all__ = [
     "body_restore_pending",
     "body_resume",
     "body_set_pending",
+    "missed_of",
 ]
+
+T = TypeVar("T")
+
+Counted: TypeAlias = tuple[T, CountMissed | None]
+"""A body's answer and the occurrences its transaction gave up (reported once it commits)."""
+
+
+def missed_of(writes: Sequence[object]) -> CountMissed | None:
+    """The :class:`CountMissed` among a decision's ``writes`` (it pushes at most one)."""
+    for write in writes:
+        if isinstance(write, CountMissed):
+            return write
+    return None
 
 
 def _state(tx: StoreTx, trigger_id: str) -> TriggerState:
@@ -131,7 +148,8 @@ def _claim(
     resume_buffered: bool,
     now: int,
     existing: tuple[object, object] | None,
-) -> Claim:
+    dropped: Dropped | None = None,
+) -> Counted[Claim]:
     if existing is None:
         tx.insert_fire(trigger_id, occurrence)
     active_fire: FireState | None = None
@@ -151,10 +169,11 @@ def _claim(
             now,
             existing_fire=fire_state(existing),
             active_fire=active_fire,
+            dropped=dropped,
         )
     )
     tx.apply_all(trigger_id, decision.writes)
-    return decision.claim
+    return decision.claim, missed_of(decision.writes)
 
 
 def _refuse(trigger_id: str, state: TriggerState, expected_revision: int) -> None:
@@ -177,6 +196,7 @@ def _snapshot(
     *,
     existing_fire: FireState | None = None,
     active_fire: FireState | None = None,
+    dropped: Dropped | None = None,
 ) -> ClaimSnapshot:
     return ClaimSnapshot(
         trigger_id=trigger_id,
@@ -193,6 +213,8 @@ def _snapshot(
         active_fire=active_fire,
         reservation_id=mint_reservation_id(trigger_id, occurrence),
         claimed_at=now,
+        cursor=state.cursor,
+        dropped=dropped,
     )
 
 
@@ -203,28 +225,37 @@ def body_claim_fire(
     expected_revision: int,
     resume_buffered: bool,
     now: int,
-) -> Claim:
+    dropped: Dropped | None = None,
+) -> Counted[Claim]:
     occurrence = check_occurrence(occurrence)
     state, existing = _state_with_fire(tx, trigger_id, occurrence)
     _refuse(trigger_id, state, expected_revision)
     return _claim(
-        tx, trigger_id, state, occurrence, expected_revision, resume_buffered, now, existing
+        tx,
+        trigger_id,
+        state,
+        occurrence,
+        expected_revision,
+        resume_buffered,
+        now,
+        existing,
+        dropped,
     )
 
 
 def body_claim_pending(
     tx: StoreTx, trigger_id: str, expected_revision: int, now: int
-) -> PendingClaim | None:
+) -> Counted[PendingClaim | None]:
     state = _state(tx, trigger_id)
     pending = state.pending
     if pending is None:
-        return None
+        return None, None
     _refuse(trigger_id, state, expected_revision)
     existing = tx.fire(trigger_id, pending)
-    claim = _claim(tx, trigger_id, state, pending, expected_revision, True, now, existing)
+    claim, missed = _claim(tx, trigger_id, state, pending, expected_revision, True, now, existing)
     if claim.claimed and claim.action != "buffer":
         tx.apply(trigger_id, ClearPendingIf(occurrence=pending))
-    return PendingClaim(occurrence=pending, claim=claim)
+    return PendingClaim(occurrence=pending, claim=claim), missed
 
 
 def body_record_result(tx: StoreTx, result: Result) -> None:
@@ -238,7 +269,7 @@ def body_record_result(tx: StoreTx, result: Result) -> None:
 
 def body_restore_pending(
     tx: StoreTx, trigger_id: str, occurrence: int, reservation_id: str
-) -> None:
+) -> Counted[None]:
     check_occurrence(occurrence)
     state = _state(tx, trigger_id)
     fire: FireState | None = None
@@ -250,17 +281,25 @@ def body_restore_pending(
             launched = tx.launched_occurrence(trigger_id, run_id) is not None
     write = plan_restore(occurrence, reservation_id, state.active, state.pending, fire, launched)
     tx.apply(trigger_id, write)
+    return None, _apply_missed(tx, trigger_id, slot_displaced(state.pending, occurrence))
 
 
-def body_set_pending(tx: StoreTx, trigger_id: str, occurrence: int) -> None:
+def body_set_pending(tx: StoreTx, trigger_id: str, occurrence: int) -> Counted[None]:
     check_occurrence(occurrence)
     state = _state(tx, trigger_id)
     pending = occurrence if state.pending is None else max(state.pending, occurrence)
     if pending != state.pending:
         tx.apply(trigger_id, SetPending(pending=pending))
+    return None, _apply_missed(tx, trigger_id, slot_displaced(state.pending, occurrence))
 
 
-def body_active_run(tx: StoreTx, trigger_id: str, now: int) -> str | None:
+def _apply_missed(tx: StoreTx, trigger_id: str, missed: CountMissed | None) -> CountMissed | None:
+    if missed is not None:
+        tx.apply(trigger_id, missed)
+    return missed
+
+
+def body_active_run(tx: StoreTx, trigger_id: str, now: int) -> Counted[str | None]:
     state = _state(tx, trigger_id)
     unfinished: FireState | None = None
     occurrence = reservation_occurrence(state.active)
@@ -270,12 +309,12 @@ def body_active_run(tx: StoreTx, trigger_id: str, now: int) -> str | None:
             unfinished = fire
     verdict = lease(state.active, state.claimed_at, state.pending, now, unfinished)
     if isinstance(verdict, LeaseIdle):
-        return None
+        return None, None
     if isinstance(verdict, LeaseHeld):
-        return verdict.holder
+        return verdict.holder, None
     assert isinstance(verdict, LeaseExpired)
     tx.apply(trigger_id, verdict.write)
-    return verdict.holder
+    return verdict.holder, _apply_missed(tx, trigger_id, verdict.missed)
 
 
 def body_active_occurrence(tx: StoreTx, trigger_id: str, run_id: str) -> int | None:
@@ -465,6 +504,8 @@ def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> R
         skipped, more = count_skipped(current, since, now)
         resume_after = now if resume_after is None else max(resume_after, now)
     tx.apply(trigger_id, SetPause(paused_at=None, note=None, by=None, resume_after=resume_after))
+    if skipped:
+        tx.apply(trigger_id, CountMissed(paused=skipped))  # counted where they are given up
     return Resumed(
         trigger=_registered(tx, trigger_id),
         point=point,

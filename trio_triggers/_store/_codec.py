@@ -19,7 +19,7 @@ from .._errors import TriggerError
 from .._json import decode_json, encode_input
 from ._attention import DueRow
 from ._decision import FireState
-from ._models import OUTCOMES, Held, Listed, Outcome
+from ._models import MISSED_REASONS, OUTCOMES, Held, Listed, MissedCounts, Outcome
 from ._protocol import READ_ONLY_METHODS
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTENTION_AT",
     "ATTENTION_COLUMNS",
+    "MISSED_COLUMNS",
     "REGISTERED_AT",
     "STATE_COLUMNS",
     "TRIGGER_COLUMNS",
@@ -52,6 +53,9 @@ __all__ = [
     "write_failed",
 ]
 
+#: The counter columns of ``tt_triggers``, in :data:`MISSED_REASONS` order (the last four of
+#: :data:`TRIGGER_COLUMNS`); never reset by a registration.
+MISSED_COLUMNS: Final = tuple(f"missed_{reason}" for reason in MISSED_REASONS)
 #: The columns of ``tt_triggers`` in the order :class:`RawTrigger` carries them.
 TRIGGER_COLUMNS: Final = (
     "trigger_id",
@@ -74,6 +78,8 @@ TRIGGER_COLUMNS: Final = (
     "paused_by",
     "resume_after_ms",
     "removed_at_ms",
+    # occurrences that will never run, by reason
+    *MISSED_COLUMNS,
 )
 #: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
 STATE_COLUMNS: Final = (
@@ -83,6 +89,7 @@ STATE_COLUMNS: Final = (
     "active_run_id",
     "active_claimed_at_ms",
     "pending_at_ms",
+    "last_fired_at_ms",
 )
 
 #: The columns :func:`._attention.attention_at` reads, in :data:`RawAttention` order.
@@ -223,6 +230,7 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         paused_by,
         resume_after,
         removed_at,
+        *_missed,
     ) = raw
     if not isinstance(input_json, str):
         raise RowDecodeError("column input_json must be text")
@@ -277,10 +285,11 @@ class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
     active: str | None
     claimed_at: int | None
     pending: int | None
+    cursor: int | None = None
 
 
 def decode_state(trigger_id: str, raw: RawState) -> TriggerState:
-    revision, enabled, overlap, active, claimed_at, pending = raw
+    revision, enabled, overlap, active, claimed_at, pending, cursor = raw
     try:
         rev = _opt_int(revision, "revision")
         if rev is None:
@@ -292,6 +301,7 @@ def decode_state(trigger_id: str, raw: RawState) -> TriggerState:
             active=_opt_text(active, "active_run_id"),
             claimed_at=_opt_int(claimed_at, "active_claimed_at_ms"),
             pending=_opt_int(pending, "pending_at_ms"),
+            cursor=_opt_int(cursor, "last_fired_at_ms"),
         )
     except RowDecodeError as exc:
         raise decode_error(trigger_id, exc) from exc
@@ -379,6 +389,16 @@ def encode_trigger(trigger: Trigger) -> EncodedTrigger:
 # --- listing and due rows ------------------------------------------------------------------
 
 
+_MISSED_AT = len(TRIGGER_COLUMNS) - len(MISSED_COLUMNS)
+
+
+def _missed(raw: RawTrigger) -> MissedCounts:
+    """The counter columns of a row (NULL, as a row written before the migration reads in the
+    memory store, is 0; anything else undecodable is 0 rather than failing the listing)."""
+    values = [v if is_int(v) else 0 for v in raw[_MISSED_AT : _MISSED_AT + len(MISSED_COLUMNS)]]
+    return MissedCounts(**dict(zip(MISSED_REASONS, values, strict=True)))  # type: ignore[arg-type]
+
+
 def listed_row(raw: RawTrigger) -> Listed:
     trigger_id = raw[0] if isinstance(raw[0], str) else str(raw[0])
     try:
@@ -392,6 +412,7 @@ def listed_row(raw: RawTrigger) -> Listed:
             error=error,
             active_run_id=active if isinstance(active, str) else None,
             pending_at=pending if is_int(pending) else None,  # type: ignore[arg-type]
+            missed=_missed(raw),
         )
     return Listed(
         trigger_id=trigger_id,
@@ -399,6 +420,7 @@ def listed_row(raw: RawTrigger) -> Listed:
         error=None,
         active_run_id=held.active_run_id,
         pending_at=held.pending_at,
+        missed=_missed(raw),
     )
 
 

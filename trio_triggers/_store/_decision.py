@@ -11,7 +11,9 @@ dictionary update:
 
 * ledger writes: :class:`SetOutcome`, :class:`SetRunId`, :class:`WriteFire`;
 * trigger writes: :class:`ReleaseReservation`, :class:`ReplaceHolder`, :class:`AdvanceCursor`,
-  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`.
+  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`;
+* counter writes: :class:`CountMissed` (occurrences that will never run, by reason), pushed by
+  the decision that gives them up (:func:`decide`, :func:`lease`, :func:`slot_displaced`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .._policies import overlap_decision, pending_after
 from ._models import (
     TERMINAL_OUTCOMES,
     Claim,
+    Dropped,
     Fire,
     FireRecord,
     HistoryPage,
@@ -42,6 +45,7 @@ __all__ = [
     "ClaimDecision",
     "ClaimSnapshot",
     "ClearPendingIf",
+    "CountMissed",
     "FireState",
     "LeaseExpired",
     "LeaseHeld",
@@ -61,6 +65,7 @@ __all__ = [
     "check_history_limit",
     "check_prune_cutoff",
     "decide",
+    "dropped_applies",
     "history_key",
     "is_prunable",
     "lease",
@@ -70,6 +75,7 @@ __all__ = [
     "plan_result",
     "refuse_claim",
     "refuse_result",
+    "slot_displaced",
     "stale_owner",
 ]
 
@@ -101,6 +107,11 @@ class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     active_fire: FireState | None
     reservation_id: str
     claimed_at: int
+    #: The fire cursor (``last_fired_at_ms``): read only to fence ``dropped``.
+    cursor: int | None = None
+    #: What the claiming scheduler's catch-up gave up before ``occurrence`` (see
+    #: :func:`dropped_applies`); ``None`` for every claim that carries nothing.
+    dropped: Dropped | None = None
 
 
 # --- writes ------------------------------------------------------------------------------
@@ -189,6 +200,22 @@ class SetRemoved(msgspec.Struct, frozen=True, kw_only=True):
     at: int
 
 
+class CountMissed(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``missed_<reason> += n`` for each reason (occurrences that will never run).
+
+    Never a condition of its own: the decision that pushes it has already decided, inside
+    its transaction, that these occurrences are given up, and by whom, so a counter moves
+    exactly when that decision commits."""
+
+    overlap: int = 0
+    catch_up: int = 0
+    catch_up_bound: int = 0
+    paused: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.overlap or self.catch_up or self.catch_up_bound or self.paused)
+
+
 TriggerWrite: TypeAlias = (
     SetOutcome
     | SetRunId
@@ -201,6 +228,7 @@ TriggerWrite: TypeAlias = (
     | Reserve
     | SetPause
     | SetRemoved
+    | CountMissed
 )
 """One write of a decision, applied in order inside the deciding transaction."""
 
@@ -275,6 +303,7 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
             return ClaimDecision(claim=_NOT_CLAIMED, writes=())
     writes: list[TriggerWrite] = []
     pending = snapshot.pending
+    overlap_missed = 0  # given up by the overlap policy (skipped, or out of the buffer slot)
     # 3. reclaim an expired reservation
     holder: str | None
     if expired is not None:
@@ -301,7 +330,7 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
                         )
                     )
             elif expired_occurrence != occurrence:
-                pending = pending_after(pending, expired_occurrence)
+                pending, overlap_missed = _into_slot(pending, expired_occurrence)
         writes.append(ReleaseReservation(expected=expired, holder=holder, pending=pending))
     else:
         holder = active
@@ -319,9 +348,11 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
             )
         )
         writes.append(AdvanceCursor(occurrence=occurrence))
+        lost = 1  # a skip gives up this occurrence; a buffer, what the slot held (if anything)
         if action == "buffer":
-            writes.append(SetPending(pending=pending_after(pending, occurrence)))
-        return ClaimDecision(claim=Claim(claimed=True, action=action), writes=tuple(writes))
+            pending, lost = _into_slot(pending, occurrence)
+            writes.append(SetPending(pending=pending))
+        return _decided(snapshot, Claim(claimed=True, action=action), writes, overlap_missed + lost)
     # 6. fire / supersede
     displaced = holder
     if action == "supersede" and is_reservation(holder):
@@ -340,15 +371,65 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
     if displaced is not None and not is_reservation(displaced):
         writes.append(SetRunId(occurrence=occurrence, run_id=displaced))
     writes.append(Reserve(reservation_id=snapshot.reservation_id, claimed_at=snapshot.claimed_at))
-    return ClaimDecision(
-        claim=Claim(
-            claimed=True,
-            action=action,
-            reservation_id=snapshot.reservation_id,
-            active_run_id=displaced,
-        ),
-        writes=tuple(writes),
+    claim = Claim(
+        claimed=True,
+        action=action,
+        reservation_id=snapshot.reservation_id,
+        active_run_id=displaced,
     )
+    return _decided(snapshot, claim, writes, overlap_missed)
+
+
+def _displaced(pending: int | None, occurrence: int) -> int:
+    """1 when putting ``occurrence`` in the single buffer slot gives up another occurrence."""
+    return 0 if pending is None or pending == occurrence else 1
+
+
+def slot_displaced(pending: int | None, occurrence: int) -> CountMissed | None:
+    """The count of re-arming ``occurrence`` into a buffer slot holding ``pending``.
+
+    The slot keeps the later of the two (:func:`pending_after`), so the earlier one will never
+    run: one ``overlap`` miss, unless the slot was empty or already held ``occurrence``.
+    """
+    return CountMissed(overlap=1) if _displaced(pending, occurrence) else None
+
+
+def dropped_applies(snapshot: ClaimSnapshot) -> bool:
+    """Whether a granted claim counts the catch-up drops the scheduler sent with it.
+
+    The scheduler counted the boundaries between its watermark (``dropped.after``) and the
+    claimed occurrence from the row as it read it. The count stands only if nothing past that
+    watermark has been taken care of since: the fire cursor, the occurrence a reservation
+    holds and the buffered occurrence are all at or before it. Otherwise another scheduler
+    acted inside the gap, and the count is left out rather than risk counting a boundary it
+    fired (a counter may miss a raced gap; it never counts one occurrence twice).
+    """
+    dropped = snapshot.dropped
+    if dropped is None:
+        return False
+    after = dropped.after
+    marks = (snapshot.cursor, reservation_occurrence(snapshot.active), snapshot.pending)
+    return all(mark is None or mark <= after for mark in marks)
+
+
+def _into_slot(pending: int | None, occurrence: int) -> tuple[int, int]:
+    """The buffer slot after putting ``occurrence`` in it, and the occurrences that gives up."""
+    return pending_after(pending, occurrence), _displaced(pending, occurrence)
+
+
+def _decided(
+    snapshot: ClaimSnapshot, claim: Claim, writes: list[TriggerWrite], overlap: int
+) -> ClaimDecision:
+    """A granted claim's decision: its writes, then its :class:`CountMissed` if it counts
+    anything (``overlap`` misses, and the scheduler's catch-up drops when they apply)."""
+    dropped = snapshot.dropped
+    catch_up = bound = 0
+    if dropped is not None and dropped_applies(snapshot):
+        catch_up, bound = dropped.catch_up, dropped.catch_up_bound
+    count = CountMissed(overlap=overlap, catch_up=catch_up, catch_up_bound=bound)
+    if count:
+        writes.append(count)
+    return ClaimDecision(claim=claim, writes=tuple(writes))
 
 
 # --- the reservation lease (§10.4) -------------------------------------------------------
@@ -369,6 +450,8 @@ class LeaseExpired(msgspec.Struct, frozen=True, kw_only=True):
 
     expected: str
     write: ReplaceHolder | ReleaseReservation
+    #: The occurrence the re-arm pushed out of the buffer slot, if any.
+    missed: CountMissed | None = None
 
     @property
     def holder(self) -> str | None:
@@ -407,6 +490,7 @@ def lease(
         write=ReleaseReservation(
             expected=active, holder=recovered, pending=pending_after(pending, occurrence)
         ),
+        missed=slot_displaced(pending, occurrence),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _instrument as instrument
 from .._constants import is_safe_integer
 from .._cron import Cron
 from .._errors import TriggerError
@@ -36,11 +37,13 @@ from ._bodies import (
     body_set_pending,
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
-from ._decision import check_history_limit, check_prune_cutoff
+from ._decision import CountMissed, check_history_limit, check_prune_cutoff
 from ._group_commit import GroupCommit
 from ._index import attending, body_due, body_holding, body_next_attention
 from ._models import (
+    MISSED_REASONS,
     Claim,
+    Dropped,
     Held,
     HistoryPage,
     HistoryQuery,
@@ -62,9 +65,22 @@ if TYPE_CHECKING:
     from ._attention import DueRow
     from ._backend import Body, Hint, StoreTx
 
-__all__ = ["EngineStore"]
+__all__ = ["EngineStore", "report_missed"]
 
 T = TypeVar("T")
+
+
+def report_missed(trigger_id: str, missed: CountMissed | None) -> None:
+    """Add a committed transaction's :class:`CountMissed` to the ``trio_triggers.missed``
+    counter, one sample per reason it counts (docs/operations.md)."""
+    if missed is None:
+        return
+    for reason in MISSED_REASONS:
+        count: int = getattr(missed, reason)
+        if count:
+            instrument.add_counter(
+                instrument.MISSED, count, {"reason": reason, "trigger_id": trigger_id}
+            )
 
 
 class EngineStore:
@@ -207,6 +223,7 @@ class EngineStore:
         resumed = await self._run(
             "resume", attending(lambda tx, now: body_resume(tx, trigger_id, point, now)), now=True
         )
+        report_missed(trigger_id, CountMissed(paused=resumed.skipped))
         notify_registered(self)  # its attention may have come: wake this process's schedulers
         return resumed
 
@@ -260,24 +277,31 @@ class EngineStore:
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Dropped | None = None,
     ) -> Claim:
-        return await self._write(
+        """Claim ``occurrence`` (§9.6). ``dropped``: what the caller's catch-up gave up just
+        before it, counted with this claim only if it is granted (see :class:`Dropped`)."""
+        claim, missed = await self._write(
             "claim_fire",
             trigger_id,
             lambda tx, now: body_claim_fire(
-                tx, trigger_id, occurrence, expected_revision, resume_buffered, now
+                tx, trigger_id, occurrence, expected_revision, resume_buffered, now, dropped
             ),
             occurrence,
         )
+        report_missed(trigger_id, missed)
+        return claim
 
     async def claim_pending(
         self, trigger_id: str, *, expected_revision: int
     ) -> PendingClaim | None:
-        return await self._run(
+        pending, missed = await self._run(
             "claim_pending",
             attending(lambda tx, now: body_claim_pending(tx, trigger_id, expected_revision, now)),
             now=True,
         )
+        report_missed(trigger_id, missed)
+        return pending
 
     async def record_result(self, result: Result) -> None:
         await self._write(
@@ -288,22 +312,26 @@ class EngineStore:
         )
 
     async def restore_pending(self, trigger_id: str, occurrence: int, reservation_id: str) -> None:
-        await self._run(
+        _, missed = await self._run(
             "restore_pending",
             attending(
                 lambda tx, _: body_restore_pending(tx, trigger_id, occurrence, reservation_id)
             ),
         )
+        report_missed(trigger_id, missed)
 
     async def set_pending(self, trigger_id: str, occurrence: int) -> None:
-        await self._run(
+        _, missed = await self._run(
             "set_pending", attending(lambda tx, _: body_set_pending(tx, trigger_id, occurrence))
         )
+        report_missed(trigger_id, missed)
 
     async def active_run(self, trigger_id: str) -> str | None:
-        return await self._run(
+        holder, missed = await self._run(
             "active_run", attending(lambda tx, now: body_active_run(tx, trigger_id, now)), now=True
         )
+        report_missed(trigger_id, missed)
+        return holder
 
     async def active_occurrence(self, trigger_id: str, run_id: str) -> int | None:
         return await self._run(

@@ -22,9 +22,11 @@ import trio
 from .._clock import SystemWallClock, WallClock
 from ._backend import (
     ATTENTION_COLUMNS,
+    MISSED_COLUMNS,
     TRIGGER_COLUMNS,
     AdvanceCursor,
     ClearPendingIf,
+    CountMissed,
     EncodedTrigger,
     EngineStore,
     Method,
@@ -64,6 +66,11 @@ FaultHook = Callable[[str, str, Mapping[str, object]], None]
 
 _Row = dict[str, object]
 _FireKey = tuple[str, int]
+
+
+def _count(value: object) -> int:
+    """A counter column's value (absent in a row built before the counters existed: 0)."""
+    return value if isinstance(value, int) else 0
 
 
 class _Fault(Exception):
@@ -171,6 +178,7 @@ class _MemoryTx:
             row["active_run_id"],
             row["active_claimed_at_ms"],
             row["pending_at_ms"],
+            row["last_fired_at_ms"],
         )
 
     def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
@@ -260,6 +268,7 @@ class _MemoryTx:
             "paused_by": None,
             "resume_after_ms": None,
             "removed_at_ms": None,
+            **dict.fromkeys(MISSED_COLUMNS, 0),
             "registered_at_ms": registered_at,
             "attention_at_ms": None,
         }
@@ -313,6 +322,15 @@ class _MemoryTx:
             self._update_trigger(
                 trigger_id,
                 {"active_run_id": write.reservation_id, "active_claimed_at_ms": write.claimed_at},
+            )
+        elif isinstance(write, CountMissed):
+            added = (write.overlap, write.catch_up, write.catch_up_bound, write.paused)
+            self._update_trigger(
+                trigger_id,
+                {
+                    column: _count(row.get(column)) + count
+                    for column, count in zip(MISSED_COLUMNS, added, strict=True)
+                },
             )
         elif isinstance(write, SetRemoved):
             self._update_trigger(trigger_id, {"removed_at_ms": write.at})

@@ -10,21 +10,26 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from .._constants import MISSED_COUNT_LIMIT
 from .._declarations import RegisteredTrigger
 from .._errors import TriggerError
 
 __all__ = [
+    "MISSED_REASONS",
     "OUTCOMES",
     "SETTLED_OUTCOMES",
     "TERMINAL_OUTCOMES",
     "Claim",
     "ClaimAction",
+    "Dropped",
     "Fire",
     "FireRecord",
     "Held",
     "HistoryPage",
     "HistoryQuery",
     "Listed",
+    "MissedCounts",
+    "MissedReason",
     "Outcome",
     "PendingClaim",
     "Result",
@@ -136,10 +141,66 @@ class Held(msgspec.Struct, frozen=True, kw_only=True):
     pending_at: int | None = None
 
 
+MissedReason: TypeAlias = Literal["overlap", "catch_up", "catch_up_bound", "paused"]
+"""Why an occurrence will never run (docs/operations.md, "Occurrences that do not run")."""
+
+#: Every :data:`MissedReason`, in the order listings show them.
+MISSED_REASONS: Final[tuple[MissedReason, ...]] = (
+    "overlap",
+    "catch_up",
+    "catch_up_bound",
+    "paused",
+)
+
+
+class MissedCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """How many occurrences of one trigger will never run, by reason (durable, never reset).
+
+    * ``overlap``: skipped because a run held the trigger (``skip``), or pushed out of the
+      single buffer slot by a later boundary (``buffer-one``);
+    * ``catch_up``: a backlog boundary the catch-up policy gives up (``none`` gives up every
+      one, ``one`` all but the latest);
+    * ``catch_up_bound``: a backlog boundary the policy would have run, abandoned because the
+      backlog was over ``max_catch_up``;
+    * ``paused``: fell due while paused and given up by a resume from ``"now"``.
+    """
+
+    overlap: int = 0
+    catch_up: int = 0
+    catch_up_bound: int = 0
+    paused: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every reason together."""
+        return self.overlap + self.catch_up + self.catch_up_bound + self.paused
+
+    def by_reason(self) -> tuple[tuple[MissedReason, int], ...]:
+        """``(reason, count)`` for every reason, in :data:`MISSED_REASONS` order."""
+        return tuple((reason, getattr(self, reason)) for reason in MISSED_REASONS)
+
+
+class Dropped(msgspec.Struct, frozen=True, kw_only=True):
+    """What a scheduler's catch-up gave up just before the occurrence it claims.
+
+    Passed with ``claim_fire`` so that the store counts it in the claim's transaction, only
+    when that claim is granted (one scheduler wins it) and nothing after ``after`` (the
+    watermark the scheduler counted from) has been taken care of since: no fire cursor, held
+    reservation or buffered occurrence past it. ``catch_up`` and ``catch_up_bound`` count
+    the boundaries strictly between ``after`` and the claimed occurrence that the policy, or
+    its bound, gave up.
+    """
+
+    after: int
+    catch_up: int = 0
+    catch_up_bound: int = 0
+
+
 class Listed(msgspec.Struct, frozen=True, kw_only=True):
     """One listing row: exactly one of ``trigger`` / ``error`` is set.
 
     A row that cannot be decoded carries its ``store`` error instead of failing the listing.
+    ``missed`` counts the trigger's occurrences that will never run, by reason.
     """
 
     trigger_id: str
@@ -147,6 +208,7 @@ class Listed(msgspec.Struct, frozen=True, kw_only=True):
     error: TriggerError | None = None
     active_run_id: str | None = None
     pending_at: int | None = None
+    missed: MissedCounts = MissedCounts()
 
 
 class SchedulerHeartbeat(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,7 +236,7 @@ counted in :attr:`Resumed.skipped`); ``"policy"`` owes them under the catch-up p
 downtime."""
 
 #: :attr:`Resumed.skipped` counts at most this many occurrences (then ``skipped_more`` is set).
-SKIPPED_COUNT_LIMIT: Final = 100_000
+SKIPPED_COUNT_LIMIT: Final = MISSED_COUNT_LIMIT
 
 
 class Resumed(msgspec.Struct, frozen=True, kw_only=True):

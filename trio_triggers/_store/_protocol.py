@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from ._attention import DueRow
     from ._models import (
         Claim,
+        Dropped,
         Held,
         HistoryPage,
         HistoryQuery,
@@ -73,8 +74,12 @@ class TriggerStore(Protocol):
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Dropped | None = None,
     ) -> Claim:
-        """Claim one occurrence under the stored policy (``triggers.md`` §9.6, §10)."""
+        """Claim one occurrence under the stored policy (``triggers.md`` §9.6, §10).
+
+        ``dropped`` is what the caller's catch-up gave up just before ``occurrence``: the store
+        counts it in this claim's transaction when the claim is granted (:class:`Dropped`)."""
         ...
 
     async def claim_pending(

@@ -15,10 +15,17 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
-from ._codec import ATTENTION_COLUMNS, TRIGGER_COLUMNS, EncodedTrigger
+from ._codec import (
+    ATTENTION_COLUMNS,
+    MISSED_COLUMNS,
+    STATE_COLUMNS,
+    TRIGGER_COLUMNS,
+    EncodedTrigger,
+)
 from ._decision import (
     AdvanceCursor,
     ClearPendingIf,
+    CountMissed,
     ReleaseReservation,
     ReplaceHolder,
     Reserve,
@@ -71,6 +78,7 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     reserve: str  # (reservation_id, claimed_at, trigger_id)
     set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
     set_removed: str  # (removed_at, trigger_id)
+    count_missed: str  # (overlap, catch_up, catch_up_bound, paused, trigger_id)
 
 
 def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
@@ -130,6 +138,11 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             f"resume_after_ms = {p}, revision = revision + 1 WHERE trigger_id = {p}"
         ),
         set_removed=f"UPDATE tt_triggers SET removed_at_ms = {p} WHERE trigger_id = {p}",
+        count_missed=(
+            "UPDATE tt_triggers SET "
+            + ", ".join(f"{column} = {column} + {p}" for column in MISSED_COLUMNS)
+            + f" WHERE trigger_id = {p}"
+        ),
     )
 
 
@@ -164,6 +177,14 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
         return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
     if isinstance(write, SetRemoved):
         return sql.set_removed, (write.at, trigger_id)
+    if isinstance(write, CountMissed):
+        return sql.count_missed, (
+            write.overlap,
+            write.catch_up,
+            write.catch_up_bound,
+            write.paused,
+            trigger_id,
+        )
     if isinstance(write, SetPause):
         return sql.set_pause, (
             write.paused_at,
@@ -203,7 +224,7 @@ def statements_for(
 
 _COLUMNS = ", ".join(TRIGGER_COLUMNS)
 _DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
-_STATE_COLUMNS = "revision, enabled, overlap, active_run_id, active_claimed_at_ms, pending_at_ms"
+_STATE_COLUMNS = ", ".join(STATE_COLUMNS)
 
 
 class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
@@ -281,8 +302,9 @@ def trigger_sql(
         select_state=select_state,
         lock_state=select_state + lock,
         state_with_fire=(
-            "SELECT t.revision, t.enabled, t.overlap, t.active_run_id, t.active_claimed_at_ms, "
-            "t.pending_at_ms, f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
+            "SELECT "
+            + "".join(f"t.{column}, " for column in STATE_COLUMNS)
+            + "f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
             "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
             f"ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = {p} "
             f"WHERE t.trigger_id = {p}"
@@ -387,7 +409,8 @@ def split_state_with_fire(
     """A :attr:`TriggerSql.state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
     if row is None:
         return None
-    return tuple(row[:6]), ((row[7], row[8]) if row[6] else None)
+    width = len(STATE_COLUMNS)
+    return tuple(row[:width]), ((row[width + 1], row[width + 2]) if row[width] else None)
 
 
 def history_statement(query: HistoryQuery, fetch: int | None, param: str) -> Statement:

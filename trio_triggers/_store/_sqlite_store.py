@@ -19,6 +19,7 @@ from .._migrations import Migration, MigrationError, owns_trigger_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase
 from ._backend import (
     CLOCK_METHODS,
+    MISSED_COLUMNS,
     READ_ONLY_METHODS,
     UNKNOWN,
     BatchItemFailed,
@@ -119,6 +120,13 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms INTEGER",
             "ALTER TABLE tt_triggers ADD COLUMN removed_at_ms INTEGER",
+        ),
+    ),
+    (
+        "0007_missed_counts",
+        tuple(
+            f"ALTER TABLE tt_triggers ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+            for column in MISSED_COLUMNS
         ),
     ),
 )

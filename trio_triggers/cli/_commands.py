@@ -34,7 +34,7 @@ from .._operations import pause_trigger, remove_trigger, resume_trigger
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
 from .._ownership._base import RunStoreBase
 from .._scheduler import SchedulerOptions, TriggerSummary, fires, open_scheduler, summaries
-from .._store import FireRecord, HistoryQuery, TriggerStore
+from .._store import FireRecord, HistoryQuery, MissedCounts, TriggerStore
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
@@ -585,7 +585,7 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     when = partial(_when, utc=args.utc)
     if args.wide:
         headers = ["ID", "FLOW", "CRON", "TIMEZONE", "POLICIES", "STATE", "LAST FIRED"]
-        headers += ["PENDING", "ACTIVE RUN", "NEXT"]
+        headers += ["PENDING", "ACTIVE RUN", "NEXT", "MISSED"]
         table = [
             [
                 s.trigger_id,
@@ -600,6 +600,7 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
                 f"{when(s.next_occurrences[0])} ({relative(s.next_occurrences[0], now)})"
                 if s.next_occurrences
                 else "-",
+                _missed(s.missed),
             ]
             for s in rows
         ]
@@ -621,6 +622,15 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         if s.paused is not None:
             print(f"paused {s.trigger_id} {_pause_text(s.paused, utc=args.utc)}")
     return 0
+
+
+def _missed(missed: MissedCounts) -> str:
+    """``list --wide``'s MISSED cell: the total and its non-zero reasons, or ``0``."""
+    total = missed.total
+    if not total:
+        return "0"
+    reasons = ", ".join(f"{reason} {count}" for reason, count in missed.by_reason() if count)
+    return f"{total} ({reasons})"
 
 
 def _state(summary: TriggerSummary) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .._migrations import Migration, owns_run_migration, owns_trigger_migration
 from .._ownership._backend import first_table_columns
-from .._store._backend import UNKNOWN
+from .._store._backend import MISSED_COLUMNS, UNKNOWN
 
 __all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
 
@@ -101,6 +101,13 @@ TRIGGER_MIGRATIONS: list[Migration] = [
             "ALTER TABLE tt_triggers ADD COLUMN paused_by TEXT",
             "ALTER TABLE tt_triggers ADD COLUMN resume_after_ms BIGINT",
             "ALTER TABLE tt_triggers ADD COLUMN removed_at_ms BIGINT",
+        ],
+    ),
+    (
+        "0007_missed_counts",
+        [
+            f"ALTER TABLE tt_triggers ADD COLUMN {column} BIGINT NOT NULL DEFAULT 0"
+            for column in MISSED_COLUMNS
         ],
     ),
 ]

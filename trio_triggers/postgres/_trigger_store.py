@@ -24,6 +24,7 @@ from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
 from .._store._backend import (
     READ_ONLY_METHODS,
+    STATE_COLUMNS,
     BatchItemFailed,
     EngineStore,
     failure_for,
@@ -67,9 +68,9 @@ _SQL = trigger_sql(
 # batches cannot deadlock). The ledger rows are read by a SECOND statement of the same round
 # trip (_PREFETCH_FIRES): see _PostgresTx.state_with_fire for why one statement cannot do both.
 _PREFETCH_LOCK = (
-    "SELECT trigger_id, revision, enabled, overlap, active_run_id, active_claimed_at_ms, "
-    "pending_at_ms FROM tt_triggers WHERE trigger_id = ANY(%s::text[]) "
-    "ORDER BY trigger_id FOR UPDATE"
+    "SELECT trigger_id, "
+    + ", ".join(STATE_COLUMNS)
+    + " FROM tt_triggers WHERE trigger_id = ANY(%s::text[]) ORDER BY trigger_id FOR UPDATE"
 )
 _PREFETCH_FIRES = (
     "SELECT f.trigger_id, f.outcome, f.run_id "
@@ -114,7 +115,10 @@ class _PostgresTx:
         found = {row[0]: (row[1], row[2]) for row in fires.fetchall()}
         for row in locked.fetchall():
             trigger_id = row[0]
-            self._prefetched[trigger_id] = (wanted[trigger_id], (row[1:7], found.get(trigger_id)))
+            self._prefetched[trigger_id] = (
+                wanted[trigger_id],
+                (row[1 : 1 + len(STATE_COLUMNS)], found.get(trigger_id)),
+            )
 
     def _forget(self, trigger_id: str) -> None:
         if self._prefetched:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .._store._attention import DueRow
     from .._store._models import (
         Claim,
+        Dropped,
         Held,
         HistoryPage,
         HistoryQuery,
@@ -376,12 +377,17 @@ class FaultyTriggerStore(_FaultingBase):
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Dropped | None = None,
     ) -> Claim:
         return await self._call(
             "claim_fire",
             self.inner.claim_fire,
             (trigger_id, occurrence),
-            {"expected_revision": expected_revision, "resume_buffered": resume_buffered},
+            {
+                "expected_revision": expected_revision,
+                "resume_buffered": resume_buffered,
+                "dropped": dropped,
+            },
         )
 
     async def claim_pending(

@@ -110,6 +110,7 @@ class _StaleLedgerStore(_WrappedStore):
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Any = None,
     ) -> Any:
         tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
         row = tables.triggers.get(trigger_id)
@@ -128,6 +129,7 @@ class _StaleLedgerStore(_WrappedStore):
                 occurrence,
                 expected_revision=expected_revision,
                 resume_buffered=resume_buffered,
+                dropped=dropped,
             )
         finally:
             if hidden is not None:
@@ -206,11 +208,16 @@ class _FenceSkippingStore(_WrappedStore):
         *,
         expected_revision: int,
         resume_buffered: bool = False,
+        dropped: Any = None,
     ) -> Any:
         current = await self._inner.get(trigger_id)
         revision = current.revision if current is not None else expected_revision
         return await self._inner.claim_fire(
-            trigger_id, occurrence, expected_revision=revision, resume_buffered=resume_buffered
+            trigger_id,
+            occurrence,
+            expected_revision=revision,
+            resume_buffered=resume_buffered,
+            dropped=dropped,
         )
 
     async def claim_pending(self, trigger_id: str, *, expected_revision: int) -> Any:
