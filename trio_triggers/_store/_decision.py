@@ -59,16 +59,19 @@ __all__ = [
     "WriteFire",
     "after_cursor",
     "check_history_limit",
+    "check_manual_key",
     "check_prune_cutoff",
     "decide",
     "history_key",
     "is_prunable",
     "lease",
     "lease_expired",
+    "off_grid",
     "page",
     "plan_restore",
     "plan_result",
     "refuse_claim",
+    "refuse_manual",
     "refuse_result",
     "stale_owner",
 ]
@@ -78,10 +81,12 @@ __all__ = [
 
 
 class FireState(msgspec.Struct, frozen=True, kw_only=True):
-    """What a decision needs of one ledger row: its outcome and run id."""
+    """What a decision needs of one ledger row: its outcome, its run id, and whether it is a
+    manual fire's (which never moves the cursor)."""
 
     outcome: Outcome | None = None
     run_id: str | None = None
+    manual: bool = False
 
 
 class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +106,12 @@ class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     active_fire: FireState | None
     reservation_id: str
     claimed_at: int
+    #: The claimed occurrence is a manual fire's: decided like a boundary, never moving the
+    #: cursor.
+    manual: bool = False
+    #: The overlap policy for this one claim (a manual fire's explicit override), in place of
+    #: the stored ``overlap`` at step 4; ``None``: the stored policy.
+    overlap_override: Overlap | None = None
 
 
 # --- writes ------------------------------------------------------------------------------
@@ -306,9 +317,8 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
     else:
         holder = active
     # 4. the overlap decision
-    action = overlap_decision(
-        snapshot.overlap, running=holder is not None, pending=pending, due=occurrence
-    )
+    policy = snapshot.overlap_override or snapshot.overlap
+    action = overlap_decision(policy, running=holder is not None, pending=pending, due=occurrence)
     # 5. skip / buffer
     if action == "skip" or action == "buffer":
         writes.append(
@@ -318,7 +328,8 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
                 while_open=False,
             )
         )
-        writes.append(AdvanceCursor(occurrence=occurrence))
+        if not snapshot.manual:
+            writes.append(AdvanceCursor(occurrence=occurrence))
         if action == "buffer":
             writes.append(SetPending(pending=pending_after(pending, occurrence)))
         return ClaimDecision(claim=Claim(claimed=True, action=action), writes=tuple(writes))
@@ -349,6 +360,47 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
         ),
         writes=tuple(writes),
     )
+
+
+# --- manual fires ("run now", docs/operations.md) ----------------------------------------
+
+#: The longest key a caller may give a manual fire.
+MANUAL_KEY_MAX = 200
+
+
+def check_manual_key(key: object) -> str | None:
+    """``None`` (the store generates one) or non-empty storable text of at most
+    :data:`MANUAL_KEY_MAX` characters; otherwise ``invalid_options`` at ``key``."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key.strip() or len(key) > MANUAL_KEY_MAX or "\x00" in key:
+        raise TriggerError(
+            "invalid_options",
+            f"a manual fire's key must be non-empty text of at most {MANUAL_KEY_MAX} characters",
+            path="key",
+        )
+    return key
+
+
+def refuse_manual(trigger_id: str, *, enabled: bool, paused: bool) -> None:
+    """A manual fire of a disabled (or removed) trigger, or of a paused one, is refused: the
+    operator said no new work for it. (Resume or enable it first.)"""
+    if not enabled:
+        raise TriggerError("trigger_disabled", f"trigger {trigger_id} is disabled")
+    if paused:
+        raise TriggerError(
+            "trigger_paused", f"trigger {trigger_id} is paused: resume it to fire it now"
+        )
+
+
+def off_grid(instant: int) -> int:
+    """``instant``, or ``instant + 1`` when it is a whole second.
+
+    A manual fire's ledger row is keyed by an instant that is never a whole second; every cron
+    boundary is one (5- and 6-field expressions name seconds at most), so a manual fire can
+    never take, or be taken for, a boundary's row.
+    """
+    return instant + 1 if instant % 1000 == 0 else instant
 
 
 # --- the reservation lease (§10.4) -------------------------------------------------------
@@ -493,9 +545,10 @@ def plan_result(
             run_id=result.run_id,
             error=result.error,
             keep_run_id=keep,
-        ),
-        AdvanceCursor(occurrence=occurrence),
+        )
     ]
+    if fire is None or not fire.manual:
+        writes.append(AdvanceCursor(occurrence=occurrence))  # a manual fire never moves it
     if outcome == "launched":
         assert result.reservation_id is not None  # refuse_result guarantees it
         writes.append(ReplaceHolder(expected=result.reservation_id, holder=result.run_id))

@@ -35,7 +35,7 @@ from .._wake import notify_registered
 if TYPE_CHECKING:
     import builtins
 
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from .._ownership import _models as ownership
     from .._ownership._owner import OwnerId
     from .._store._attention import DueRow
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         HistoryPage,
         HistoryQuery,
         Listed,
+        ManualFire,
         PendingClaim,
         Result,
         Resumed,
@@ -446,6 +447,23 @@ class FaultyTriggerStore(_FaultingBase):
             "resume", self._engine().resume, (trigger_id,), {"point": point}
         )
         notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    async def claim_manual(
+        self,
+        trigger_id: str,
+        *,
+        key: str | None = None,
+        input: object = msgspec.UNSET,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> ManualFire:
+        answer: ManualFire = await self._call(
+            "claim_manual",
+            self._engine().claim_manual,
+            (trigger_id,),
+            {"key": key, "input": input, "overlap": overlap, "by": by},
+        )
         return answer
 
     @property
