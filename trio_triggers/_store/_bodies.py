@@ -275,9 +275,10 @@ def _manual_request(key: str, found: RawManualFire) -> ManualRequest:
     return ManualRequest(key=key, input=value, by=by if isinstance(by, str) else None)
 
 
-def _repeated(trigger_id: str, key: str, found: RawManualFire) -> ManualFire:
+def _repeated(trigger: RegisteredTrigger, key: str, found: RawManualFire) -> ManualFire:
     """The answer to a key used before: the earlier fire, or ``key_conflict`` (another
     trigger's key: keys name one fire in the whole store)."""
+    trigger_id = trigger.id
     owner, occurrence = found[0], found[1]
     if owner != trigger_id:
         raise TriggerError(
@@ -293,6 +294,7 @@ def _repeated(trigger_id: str, key: str, found: RawManualFire) -> ManualFire:
         occurrence=int(occurrence),  # type: ignore[call-overload]
         request=_manual_request(key, found),
         claim=Claim(claimed=False),
+        trigger=trigger,
         repeated=True,
         outcome=decode_outcome(found[2]),
         run_id=run_id if isinstance(run_id, str) else None,
@@ -315,14 +317,14 @@ def body_claim_manual(
     another trigger, ``key_conflict``. A disabled or paused trigger is refused.
     """
     state = _state(tx, trigger_id)  # first read: locks the trigger row on a server
-    if key is not None:
-        found = tx.manual_fire(key)
-        if found is not None:
-            return _repeated(trigger_id, key, found)
     raw = tx.trigger(trigger_id)
     if raw is None:
         raise unknown_trigger(trigger_id)
     current = decode_trigger(raw)[0]
+    if key is not None:
+        found = tx.manual_fire(key)
+        if found is not None:
+            return _repeated(current, key, found)
     refuse_manual(trigger_id, enabled=current.enabled, paused=current.paused is not None)
     chosen_key = key if key is not None else f"manual-{uuid.uuid4()}"
     # Without an input of its own the run gets the trigger's input as it is now.
@@ -353,7 +355,12 @@ def body_claim_manual(
     elif claim.action == "buffer":
         outcome = "buffered"
     return ManualFire(
-        trigger_id=trigger_id, occurrence=occurrence, request=request, claim=claim, outcome=outcome
+        trigger_id=trigger_id,
+        occurrence=occurrence,
+        request=request,
+        claim=claim,
+        trigger=current,
+        outcome=outcome,
     )
 
 

@@ -122,6 +122,8 @@ class ManualFire(msgspec.Struct, frozen=True, kw_only=True):
     occurrence: int
     request: ManualRequest
     claim: Claim
+    #: The trigger as the fire's transaction read it (what a launch of the claim uses).
+    trigger: RegisteredTrigger
     repeated: bool = False
     outcome: Outcome | None = None
     run_id: str | None = None
