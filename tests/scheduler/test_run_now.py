@@ -57,7 +57,7 @@ async def test_with_nothing_held_it_launches_its_own_input_and_leaves_the_schedu
     await inner_store.register(hourly("skip", "none"))
     await sim.advance_to(30 * MIN)
     fired = await serving.fire("hourly", key="k1", input={"why": "now"})
-    occurrence = 30 * MIN + 1  # the request's instant, off the whole-second grid
+    occurrence = 30 * MIN - 1  # the request's instant, off the whole-second grid
     assert fired == Fired(
         trigger_id="hourly",
         occurrence=occurrence,

@@ -50,10 +50,10 @@ async def test_a_fire_with_nothing_held_reserves_an_off_grid_row_and_never_moves
     env: Env,
 ) -> None:
     store = engine(env)
-    env.clock.value = H // 2  # a whole second: the row goes one millisecond later
+    env.clock.value = H // 2  # a whole second: the row goes one millisecond earlier
     await store.register(hourly())
     fired = await store.claim_manual("daily", key="k1", input={"n": 1}, by="ops@host")
-    occurrence = H // 2 + 1
+    occurrence = H // 2 - 1
     assert (fired.occurrence, fired.repeated, fired.outcome) == (occurrence, False, None)
     assert fired.request.key == "k1"
     assert fired.request.input == {"n": 1}
@@ -225,9 +225,9 @@ async def test_an_override_applies_to_this_fire_only(env: Env) -> None:
 async def test_fires_in_one_millisecond_take_the_next_free_off_grid_instants(env: Env) -> None:
     store = engine(env)
     await store.register(hourly(overlap="buffer-one"))
-    env.clock.value = 2 * H - 2  # the last free instants before the whole second 2H
+    env.clock.value = 2 * H + 2  # the first instants after the whole second 2H
     answers = [await store.claim_manual("daily", key=f"k{n}") for n in range(3)]
-    assert [a.occurrence for a in answers] == [2 * H - 2, 2 * H - 1, 2 * H + 1]
+    assert [a.occurrence for a in answers] == [2 * H + 2, 2 * H + 1, 2 * H - 1]
     assert all(a.occurrence % 1000 for a in answers)
     rows = (await store.history(HistoryQuery(trigger_id="daily"))).items
     assert sorted(r.manual_key or "" for r in rows) == ["k0", "k1", "k2"]
@@ -290,7 +290,7 @@ def test_the_pure_rules_leave_the_cursor_alone_for_a_manual_row() -> None:
         plan_result,
     )
 
-    assert [off_grid(t) for t in (0, 1, 999, 1000, 61_000)] == [1, 1, 999, 1001, 61_001]
+    assert [off_grid(t) for t in (1, 999, 1000, 61_000)] == [1, 999, 999, 60_999]
     snapshot = ClaimSnapshot(
         trigger_id="t",
         occurrence=1_500,

@@ -332,10 +332,10 @@ def body_claim_manual(
     if not isinstance(chosen_input, str):
         raise read_failed()
     # The request's instant, off the grid of whole seconds (so never a boundary's row), moved
-    # on by a millisecond while another fire of this trigger has that instant.
+    # back by a millisecond while another fire of this trigger has that instant.
     occurrence = off_grid(now)
     while tx.fire(trigger_id, occurrence) is not None:
-        occurrence = off_grid(occurrence + 1)
+        occurrence = off_grid(occurrence - 1)
     claim = _claim(
         tx,
         trigger_id,

@@ -394,13 +394,14 @@ def refuse_manual(trigger_id: str, *, enabled: bool, paused: bool) -> None:
 
 
 def off_grid(instant: int) -> int:
-    """``instant``, or ``instant + 1`` when it is a whole second.
+    """``instant``, or ``instant - 1`` when it is a whole second.
 
     A manual fire's ledger row is keyed by an instant that is never a whole second; every cron
     boundary is one (5- and 6-field expressions name seconds at most), so a manual fire can
-    never take, or be taken for, a boundary's row.
+    never take, or be taken for, a boundary's row. It moves back, never forward: a fire's
+    occurrence is never later than the request, so nothing is launched before its instant.
     """
-    return instant + 1 if instant % 1000 == 0 else instant
+    return instant - 1 if instant % 1000 == 0 else instant
 
 
 # --- the reservation lease (§10.4) -------------------------------------------------------

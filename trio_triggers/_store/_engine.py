@@ -230,9 +230,10 @@ class EngineStore:
         claims it exactly as a scheduled boundary is claimed (see :class:`ManualFire`).
 
         The row's occurrence is the store's now made off-grid (never a whole second, so never
-        a boundary's row) and it never moves the cursor. ``key`` makes the fire idempotent: a
-        key used before for this trigger answers that fire (``repeated``) and writes nothing;
-        a key of another trigger's fire raises ``key_conflict``; without one a key is made up.
+        a boundary's row; moved back, never forward) and it never moves the cursor. ``key``
+        makes the fire idempotent: a key used before for this trigger answers that fire
+        (``repeated``) and writes nothing; a key of another trigger's fire raises
+        ``key_conflict``; without one a key is made up.
         ``input`` (any JSON value) is what the run gets, the trigger's own input when not
         given. ``overlap`` applies to this claim only, in place of the trigger's policy.
         Refusals (nothing written): ``unknown_trigger``, ``trigger_disabled``,
