@@ -36,11 +36,11 @@ from ._groups import one_exception
 from ._identities import BOUNDARY_STAMP_LENGTH, idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
-from ._operations import pause_trigger, resume_trigger
+from ._operations import operator_name, pause_trigger, resume_trigger
 from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
 from ._ownership._models import AlreadyRequested, CancelRequested, NotFound, Terminal
-from ._scheduler import Scheduler, SchedulerOptions, open_scheduler
+from ._scheduler import Fired, Scheduler, SchedulerOptions, open_scheduler
 from ._scheduler._options import validate_options, validate_poll_interval
 from ._store import HistoryPage, HistoryQuery, Outcome, Resumed, ResumePoint, TriggerStore
 
@@ -308,6 +308,32 @@ class Triggers:
         trigger's catch-up policy, exactly as after downtime.
         """
         return await resume_trigger(self._store, trigger_id, point=point)
+
+    # --- run now (docs/operations.md) ---------------------------------------------------
+
+    async def fire(
+        self,
+        trigger_id: str,
+        *,
+        input: JsonValue | msgspec.UnsetType = msgspec.UNSET,
+        key: str | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> Fired:
+        """Fire ``trigger_id`` now, by hand, outside its schedule (a manual fire).
+
+        It goes through the same claim as a scheduled boundary (the trigger's overlap policy,
+        or ``overlap`` for this fire only) and, when it fires, the same launch: the run gets
+        ``input`` (default: the trigger's input). It is recorded in the history as manual
+        (``FireRecord.manual_key``) and never moves the schedule's cursor. Give a ``key`` to
+        make a retried request safe: the same key answers the first fire and runs nothing
+        (a key names one fire in the whole store: another trigger's key is ``key_conflict``).
+        ``by`` defaults to ``user@host``. A disabled or paused trigger is refused
+        (``trigger_disabled``, ``trigger_paused``); nothing is written then.
+        """
+        return await self._scheduler.fire(
+            trigger_id, key=key, input=input, overlap=overlap, by=by or operator_name()
+        )
 
     # --- serving -----------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ __all__ = [
 TriggerErrorCode = Literal[
     "unknown_trigger",
     "trigger_disabled",
+    "trigger_paused",
+    "key_conflict",
     "revision_mismatch",
     "stale_owner",
     "invalid_schedule",

@@ -17,6 +17,7 @@ from ._constants import RESERVATION_PREFIX
 __all__ = [
     "BOUNDARY_STAMP_LENGTH",
     "idempotency_key",
+    "is_manual_reservation",
     "is_reservation",
     "iso",
     "mint_reservation_id",
@@ -67,18 +68,36 @@ def reservation_id(trigger_id: str, occurrence: int, attempt: str | None = None)
     return f"{RESERVATION_PREFIX}{trigger_id}:{middle}{occurrence}"
 
 
-def mint_reservation_id(trigger_id: str, occurrence: int) -> str:
+#: The attempt segment of a manual fire's reservation starts with this ("run now").
+MANUAL_ATTEMPT_PREFIX: Final = "manual-"
+
+
+def mint_reservation_id(trigger_id: str, occurrence: int, *, manual: bool = False) -> str:
     """A fresh reservation id with a ``uuid4`` attempt segment (what both stores write).
 
     The attempt segment makes two claims of the same occurrence distinguishable, so a stale
-    reservation can never be mistaken for a newer one.
+    reservation can never be mistaken for a newer one. A manual fire's segment is
+    ``manual-<uuid4>``: what reads only the trigger row (the attention index) can then tell
+    that the reservation holds no boundary of the schedule.
     """
-    return reservation_id(trigger_id, occurrence, str(uuid.uuid4()))
+    attempt = str(uuid.uuid4())
+    return reservation_id(
+        trigger_id, occurrence, MANUAL_ATTEMPT_PREFIX + attempt if manual else attempt
+    )
 
 
 def is_reservation(value: object) -> bool:
     """``True`` when ``value`` is a ``str`` starting with ``RESERVATION_PREFIX``."""
     return isinstance(value, str) and value.startswith(RESERVATION_PREFIX)
+
+
+def is_manual_reservation(value: object) -> bool:
+    """Whether ``value`` is the reservation of a manual fire (minted with ``manual=True``)."""
+    if not is_reservation(value):
+        return False
+    assert isinstance(value, str)
+    attempt = value.rpartition(":")[0].rpartition(":")[2]
+    return attempt.startswith(MANUAL_ATTEMPT_PREFIX)
 
 
 def reservation_occurrence(value: object) -> int | None:

@@ -231,6 +231,7 @@ def test_follow_prints_launches_and_completions_until_sigint(
         "run_id",
         "error",
         "run_error",
+        "manual_key",
     }
     printed = [(r["occurrence"], r["outcome"]) for r in rows]
     assert len(printed) == len(set(printed))  # each row once per outcome

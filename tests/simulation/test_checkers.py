@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from trio_triggers import Claim, Held, OwnerId, PendingClaim, Result, TriggerError
+from trio_triggers import (
+    Claim,
+    Held,
+    ManualFire,
+    ManualRequest,
+    OwnerId,
+    PendingClaim,
+    RegisteredTrigger,
+    Result,
+    Trigger,
+    TriggerError,
+)
 from trio_triggers._ownership._models import (
     Activated,
     Claimed,
@@ -628,3 +639,98 @@ def test_plugin_fixture_reports_a_violation_as_a_failure(
     assert report.seed == 4
     with pytest.raises(pytest.fail.Exception, match=r"seed 0 broke T23"):
         simulate_seed(0, days=3, crashes_per_day=8, planted_bugs=("cancel_runs_on_exit",))
+
+
+# --------------------------------------------------------------------------- manual fires
+
+RM = "trigger-reservation:t:manual-cccc:5500"
+
+
+def manual_row(occ: int, outcome: str | None, key: str, run_id: str | None = None) -> LedgerRow:
+    return LedgerRow(trigger_id="t", occurrence=occ, outcome=outcome, run_id=run_id, manual_key=key)
+
+
+def manual_answer(occ: int, key: str, claim: Claim, *, repeated: bool = False) -> ManualFire:
+    trigger = RegisteredTrigger.of(
+        Trigger.make({"id": "t", "flow_id": "f", "cron": "0 * * * *", "input": None}), revision=1
+    )
+    return ManualFire(
+        trigger_id="t",
+        occurrence=occ,
+        request=ManualRequest(key=key),
+        claim=claim,
+        trigger=trigger,
+        repeated=repeated,
+    )
+
+
+def test_a_correct_manual_fire_passes_and_leaves_the_cursor() -> None:
+    grants = Grants()
+    pre = st(trig(last_fired_at=5000))
+    claim = Claim(claimed=True, action="fire", reservation_id=RM)
+    mid = st(
+        trig(last_fired_at=5000, active_run_id=RM, active_claimed_at=NOW),
+        manual_row(5500, None, "k"),
+    )
+    answer = manual_answer(5500, "k", claim)
+    assert found("claim_manual", ("t",), pre, mid, answer=answer, grants=grants) == set()
+    post = st(
+        trig(last_fired_at=5000, active_run_id="run-1"), manual_row(5500, "launched", "k", "run-1")
+    )
+    assert found("record_result", (launched(5500, "run-1", RM),), mid, post, grants=grants) == set()
+
+
+def test_t37_a_manual_fire_that_moves_the_cursor_is_caught() -> None:
+    mid = st(
+        trig(last_fired_at=5000, active_run_id=RM, active_claimed_at=NOW),
+        manual_row(5500, None, "k"),
+    )
+    moved = st(
+        trig(last_fired_at=5500, active_run_id="run-1"), manual_row(5500, "launched", "k", "run-1")
+    )
+    grants = Grants()
+    grants.reservations[RM] = NOW
+    assert "T37" in found(
+        "record_result", (launched(5500, "run-1", RM),), mid, moved, grants=grants
+    )
+    claim = Claim(claimed=True, action="skip")
+    pre = st(trig(last_fired_at=5000, active_run_id="run-0"))
+    skipped = st(trig(last_fired_at=5500, active_run_id="run-0"), manual_row(5500, "skipped", "k"))
+    answer = manual_answer(5500, "k", claim)
+    assert "T37" in found("claim_manual", ("t",), pre, skipped, answer=answer)
+
+
+def test_t38_keys_rows_and_repeats_are_checked() -> None:
+    claim = Claim(claimed=True, action="skip")
+    pre = st(trig(active_run_id="run-0"))
+    # a manual fire on a whole second: a boundary's row
+    on_grid = st(trig(active_run_id="run-0"), manual_row(6000, "skipped", "k"))
+    assert "T38" in found(
+        "claim_manual", ("t",), pre, on_grid, answer=manual_answer(6000, "k", claim)
+    )
+    # one key, two fires
+    grants = Grants()
+    first = st(trig(active_run_id="run-0"), manual_row(5500, "skipped", "k"))
+    assert (
+        found(
+            "claim_manual",
+            ("t",),
+            pre,
+            first,
+            answer=manual_answer(5500, "k", claim),
+            grants=grants,
+        )
+        == set()
+    )
+    second = st(
+        trig(active_run_id="run-0"),
+        manual_row(5500, "skipped", "k"),
+        manual_row(5600, "skipped", "k"),
+    )
+    assert "T38" in found(
+        "claim_manual", ("t",), first, second, answer=manual_answer(5600, "k", claim), grants=grants
+    )
+    # a repeated key that writes
+    repeated = manual_answer(5500, "k", Claim(claimed=False), repeated=True)
+    assert "T38" in found("claim_manual", ("t",), first, second, answer=repeated)
+    assert found("claim_manual", ("t",), first, first, answer=repeated) == set()

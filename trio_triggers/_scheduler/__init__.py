@@ -26,7 +26,7 @@ from ._control import (
     RunInfo,
     TerminalReceipt,
 )
-from ._core import Owned, Scheduler, end_result, open_scheduler
+from ._core import Fired, Owned, Scheduler, end_result, open_scheduler
 from ._options import SchedulerOptions
 from ._readers import TriggerSummary, fires, next_occurrences, summaries
 from ._runner import NoopRunner, RunEndSignal, Runner, RunState, StartRequest
@@ -39,6 +39,7 @@ __all__ = [
     "Conflict",
     "ControlPlane",
     "ControlRunner",
+    "Fired",
     "NoopRunner",
     "Owned",
     "Parked",

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
 
+import msgspec
 import trio
 
 from .. import _instrument as instrument, _wake
@@ -32,7 +33,20 @@ from .._errors import TriggerError
 from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import DueOccurrences, due_occurrences
-from .._store._models import Claim, Dropped, Held, Listed, Result
+from .._store._models import (
+    Claim,
+    ClaimAction,
+    Dropped,
+    Fire,
+    FireRecord,
+    Held,
+    HistoryQuery,
+    Listed,
+    ManualFire,
+    ManualRequest,
+    Outcome,
+    Result,
+)
 from .._store._protocol import AttentionStore, TriggerStore
 from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
@@ -42,10 +56,10 @@ from ._runner import RUN_STATES, RunEndSignal, Runner, RunState, StartRequest
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from .._store._attention import DueRow
 
-__all__ = ["PRUNE_INTERVAL_MS", "Scheduler", "end_result", "open_scheduler"]
+__all__ = ["PRUNE_INTERVAL_MS", "Fired", "Scheduler", "end_result", "open_scheduler"]
 
 logger = logging.getLogger("trio_triggers.scheduler")
 
@@ -76,6 +90,37 @@ class Owned:
     occurrence: int | None
     run_id: str
     scope: trio.CancelScope | None
+
+
+class Fired(msgspec.Struct, frozen=True, kw_only=True):
+    """What a manual fire ("run now", :meth:`Scheduler.fire`) did (docs/operations.md).
+
+    ``occurrence`` is the fire's ledger instant (off-grid: never a whole second) and ``key``
+    its idempotency key. ``action`` is what the overlap decision made of it (``fire``,
+    ``supersede``, ``skip``, ``buffer``), ``None`` when ``repeated``: the key named an earlier
+    fire, which is answered as it stands and nothing new runs. ``outcome`` and ``run_id`` are
+    the ledger row's when the call returned: ``launched`` with the run's id once a ``fire`` or
+    ``supersede`` has started its run, ``skipped``, ``buffered`` (it runs when the held run
+    ends), ``failed`` (the runner refused), or ``None`` while its launch is still owed (it
+    was re-armed; a serving scheduler launches it).
+    """
+
+    trigger_id: str
+    occurrence: int
+    key: str
+    action: ClaimAction | None
+    repeated: bool = False
+    outcome: Outcome | None = None
+    run_id: str | None = None
+
+
+class _Launched:
+    """Set once a launch task has recorded ``launched`` (or ended without it)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
 
 
 class _StaleRevision(Exception):
@@ -156,6 +201,9 @@ class Scheduler:
         self._next_sweep_at: int | None = None
         self._more_due = False
         self._registered_at: dict[str, int] = {}
+        # Triggers with a manual fire buffered here under an overlap override: the end of the
+        # held run wakes the loop for them as it does for a buffer-one trigger.
+        self._wake_after_end: set[str] = set()
         # What an application or a test waits on (docs/scheduler.md, "Waiting on a scheduler"):
         self._next_attention_value: Published[int | None] = Published(None)
         self._idle_value = Published.flag(False)
@@ -386,6 +434,77 @@ class Scheduler:
         current = self._observed.get(trigger_id)
         if current is None or occurrence > current:
             self._observed[trigger_id] = occurrence
+
+    # ------------------------------------------------------------------ run now
+
+    async def fire(
+        self,
+        trigger_id: str,
+        *,
+        key: str | None = None,
+        input: object = msgspec.UNSET,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> Fired:
+        """Fire ``trigger_id`` now, by hand (docs/operations.md, "Run now").
+
+        The store claims a manual ledger row in one transaction (``claim_manual``: the
+        trigger's overlap policy, or ``overlap`` for this fire only) and this scheduler
+        dispatches the claim exactly as a boundary's: ``skip``/``buffer`` are recorded, a
+        ``fire``/``supersede`` launches through the runner (with ``input``, or the trigger's
+        input) and is then monitored like any run. Returns once the launch is recorded (or
+        failed). The cursor never moves. A ``key`` given again answers the earlier fire and
+        runs nothing. Refusals come from the store (``unknown_trigger``,
+        ``trigger_disabled``, ``trigger_paused``, ``key_conflict``, ``invalid_options``).
+        """
+        claim_manual = getattr(self._store, "claim_manual", None)
+        if claim_manual is None:
+            raise TriggerError(
+                "invalid_options",
+                f"{type(self._store).__name__} has no manual fires: run now needs one of the "
+                "built-in stores (memory, SQLite, PostgreSQL)",
+            )
+        made: ManualFire = await claim_manual(
+            trigger_id, key=key, input=input, overlap=overlap, by=by
+        )
+        claim = made.claim
+        if made.repeated or not claim.claimed:
+            return Fired(
+                trigger_id=made.trigger_id,
+                occurrence=made.occurrence,
+                key=made.request.key,
+                action=None,
+                repeated=made.repeated,
+                outcome=made.outcome,
+                run_id=made.run_id,
+            )
+        if claim.action == "buffer":
+            self._wake_after_end.add(made.trigger_id)  # whatever the trigger's own policy
+        launched = _Launched()
+        await self._dispatch_claimed(
+            made.trigger, made.occurrence, claim, manual=made.request, launched=launched
+        )
+        if claim.action in ("fire", "supersede"):
+            await launched.event.wait()
+        row = await self._fire_row(made.trigger_id, made.occurrence)
+        return Fired(
+            trigger_id=made.trigger_id,
+            occurrence=made.occurrence,
+            key=made.request.key,
+            action=claim.action,
+            outcome=row.outcome if row is not None else made.outcome,
+            run_id=row.run_id if row is not None else None,
+        )
+
+    async def _fire_row(self, trigger_id: str, occurrence: int) -> FireRecord | None:
+        """The ledger row ``(trigger_id, occurrence)`` (the history page that starts at it)."""
+        query = HistoryQuery(
+            trigger_id=trigger_id,
+            cursor=Fire(trigger_id=trigger_id, occurrence=occurrence + 1),
+            limit=1,
+        )
+        rows = (await self._store.history(query)).items
+        return rows[0] if rows and rows[0].occurrence == occurrence else None
 
     # ------------------------------------------------------------------ the tick (§12.5)
 
@@ -694,7 +813,9 @@ class Scheduler:
         claim = pending.claim
         occurrence = pending.occurrence
         try:
-            await self._dispatch_claimed(current, occurrence, claim, resume_buffered=True)
+            await self._dispatch_claimed(
+                current, occurrence, claim, resume_buffered=True, manual=pending.manual
+            )
         except Exception:
             if claim.action in ("fire", "supersede"):
                 reservation = claim.reservation_id or ""
@@ -737,7 +858,13 @@ class Scheduler:
         occurrence: int,
         claim: Claim,
         resume_buffered: bool = False,
+        *,
+        manual: ManualRequest | None = None,
+        launched: _Launched | None = None,
     ) -> None:
+        """Dispatch a granted claim (§12.9): record ``skip``/``buffer``, or take the entry and
+        spawn the launch task. ``manual`` is a manual fire's request (its run's input);
+        ``launched`` is set once the launch task has recorded ``launched`` or given up."""
         action = claim.action
         if action == "skip":
             await self._record(
@@ -769,7 +896,14 @@ class Scheduler:
         scope = trio.CancelScope()
         self._take(trigger.id, Owned(occurrence, reservation, scope))
         self._nursery.start_soon(
-            self._launch_task, trigger, occurrence, reservation, resume_buffered, scope
+            self._launch_task,
+            trigger,
+            occurrence,
+            reservation,
+            resume_buffered,
+            scope,
+            manual,
+            launched,
         )
 
     # ------------------------------------------------------------------ §12.10
@@ -829,6 +963,8 @@ class Scheduler:
         reservation: str,
         preserve_buffered: bool,
         scope: trio.CancelScope,
+        manual: ManualRequest | None = None,
+        launched: _Launched | None = None,
     ) -> None:
         run_id: str | None = None
         launch_recorded = False
@@ -836,7 +972,7 @@ class Scheduler:
         with scope:
             try:
                 try:
-                    run_id = await self._timed_start(trigger, occurrence)
+                    run_id = await self._timed_start(trigger, occurrence, manual)
                     self._update(trigger.id, occurrence, run_id=run_id)
                     await self._record(
                         Result(
@@ -848,6 +984,8 @@ class Scheduler:
                         )
                     )
                     launch_recorded = True
+                    if launched is not None:
+                        launched.event.set()
                     state = await self._monitor(trigger, run_id)
                     if state is None:
                         return  # detached after inspection retries
@@ -858,7 +996,8 @@ class Scheduler:
                         await gate.wait()
                     await self._record(end_result(trigger.id, occurrence, run_id, state))
                     completed = True
-                    if trigger.overlap == "buffer-one":
+                    if trigger.overlap == "buffer-one" or trigger.id in self._wake_after_end:
+                        self._wake_after_end.discard(trigger.id)
                         self.wake()  # a buffered occurrence may now be owed
                 except TriggerError as err:
                     await self._handle_launch_failure(
@@ -881,6 +1020,8 @@ class Scheduler:
                     )
                     logger.error(message, exc_info=True, extra=extra)
             finally:
+                if launched is not None:
+                    launched.event.set()  # recorded, or given up: the caller reads the row
                 if launch_recorded and not completed:
                     self._update(
                         trigger.id, occurrence, detach=True
@@ -888,10 +1029,15 @@ class Scheduler:
                 else:
                     self._remove(trigger.id, occurrence)
 
-    async def _timed_start(self, trigger: RegisteredTrigger, occurrence: int) -> str:
+    async def _timed_start(
+        self, trigger: RegisteredTrigger, occurrence: int, manual: ManualRequest | None = None
+    ) -> str:
+        # A manual fire's run gets its own input; its key is the ledger row's, like a
+        # boundary's (the off-grid instant makes it unique), so a re-armed launch finds the
+        # same run instead of starting a second one.
         request = StartRequest(
             flow_id=trigger.flow_id,
-            input=_copy_input(trigger.input),
+            input=_copy_input(manual.input if manual is not None else trigger.input),
             idempotency_key=idempotency_key(trigger.id, occurrence),
         )
         started = trio.current_time()

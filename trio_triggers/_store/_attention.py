@@ -9,9 +9,10 @@ attention at the earliest of:
 
 * **its next boundary**: the first cron occurrence after its *base*, the latest occurrence
   already taken care of: the fire cursor (``last_fired_at_ms``), or the occurrence of the
-  reservation that holds it (claimed, its launch in flight), or, for a trigger that has never
-  fired, the instant it was registered (``registered_at_ms``), and never before the point a
-  ``resume`` from now skipped to (``resume_after_ms``). Only while enabled and not paused;
+  reservation that holds it (claimed, its launch in flight; a manual fire's is no base), or,
+  for a trigger that has never fired, the instant it was registered (``registered_at_ms``),
+  and never before the point a ``resume`` from now skipped to (``resume_after_ms``). Only
+  while enabled and not paused;
 * **its pending occurrence**, when it can be resumed: the slot is set and nothing holds the
   trigger (or the policy is ``supersede``, which displaces the holder). Only while enabled and
   not paused;
@@ -34,7 +35,7 @@ import msgspec
 from .._constants import MAX_SAFE_INTEGER, RESERVATION_LEASE_MS
 from .._cron import Cron
 from .._errors import TriggerError
-from .._identities import is_reservation, reservation_occurrence
+from .._identities import is_manual_reservation, is_reservation, reservation_occurrence
 from ._models import Listed
 
 __all__ = ["UNKNOWN", "AttentionInputs", "DueRow", "attention_at", "parsed_cron"]
@@ -93,7 +94,13 @@ def attention_at(row: AttentionInputs) -> int | None:
         if row.pending_at is not None and (row.active is None or row.overlap == "supersede"):
             candidates.append(row.pending_at)
         base = row.last_fired_at
-        if reserved is not None and (base is None or reserved > base):
+        # A manual fire's reservation holds no boundary: it is no base (it never moves the
+        # cursor either, docs/operations.md).
+        if (
+            reserved is not None
+            and (base is None or reserved > base)
+            and not is_manual_reservation(row.active)
+        ):
             base = reserved
         if base is None:
             base = row.registered_at

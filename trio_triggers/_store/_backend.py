@@ -100,7 +100,9 @@ __all__ = [
     "Method",
     "RawAttention",
     "RawDue",
+    "RawFire",
     "RawFireRecord",
+    "RawManualFire",
     "RawState",
     "RawTrigger",
     "ReleaseReservation",
@@ -134,8 +136,14 @@ RawAttention: TypeAlias = tuple[object, ...]
 """The :data:`ATTENTION_COLUMNS` of one ``tt_triggers`` row, as read."""
 RawDue: TypeAlias = tuple[object, ...]
 """A ``due`` row: the :data:`TRIGGER_COLUMNS`, then ``registered_at_ms``, ``attention_at_ms``."""
-RawFireRecord: TypeAlias = tuple[object, object, object, object, object]
-"""A ledger row as read: ``(trigger_id, occurrence_at_ms, outcome, run_id, error)``."""
+RawFireRecord: TypeAlias = tuple[object, object, object, object, object, object]
+"""A ledger row as read: ``(trigger_id, occurrence_at_ms, outcome, run_id, error,
+manual_key)``."""
+RawFire: TypeAlias = tuple[object, object, object]
+"""What a decision reads of one ledger row: ``(outcome, run_id, manual_key)``."""
+RawManualFire: TypeAlias = tuple[object, object, object, object, object, object]
+"""A manual fire's ledger row found by its key: ``(trigger_id, occurrence_at_ms, outcome,
+run_id, manual_input_json, manual_by)``."""
 
 
 class StoreTx(Protocol):
@@ -153,18 +161,30 @@ class StoreTx(Protocol):
         """The :data:`STATE_COLUMNS` of ``trigger_id`` (a SQL server locks the row here)."""
         ...
 
-    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
-        """``(outcome, run_id)`` of the ledger row, if it exists."""
+    def fire(self, trigger_id: str, occurrence: int) -> RawFire | None:
+        """``(outcome, run_id, manual_key)`` of the ledger row, if it exists."""
         ...
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[RawState, tuple[object, object] | None] | None:
+    ) -> tuple[RawState, RawFire | None] | None:
         """:meth:`state` and :meth:`fire` in one read (``None`` when the trigger is absent)."""
         ...
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         """Insert the ledger row ``(trigger_id, occurrence, outcome NULL)`` (known absent)."""
+        ...
+
+    def manual_fire(self, key: str) -> RawManualFire | None:
+        """The ledger row whose ``manual_key`` is ``key`` (of any trigger), if there is one."""
+        ...
+
+    def insert_manual_fire(
+        self, trigger_id: str, occurrence: int, key: str, input_json: str, by: str | None
+    ) -> None:
+        """Insert a manual fire's ledger row (outcome NULL, ``manual_key``,
+        ``manual_input_json``, ``manual_by``); ``(trigger_id, occurrence)`` and ``key`` are
+        known absent."""
         ...
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:

@@ -9,6 +9,7 @@ unchanged. (The attention index's bodies and the refresh that follows every writ
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
@@ -16,6 +17,7 @@ import msgspec
 from .._cron import Cron
 from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
+from .._json import decode_json
 from ._codec import (
     EncodedTrigger,
     TriggerState,
@@ -46,10 +48,12 @@ from ._decision import (
     SetRemoved,
     decide,
     lease,
+    off_grid,
     page,
     plan_restore,
     plan_result,
     refuse_claim,
+    refuse_manual,
     slot_displaced,
 )
 from ._index import Attending
@@ -62,6 +66,9 @@ from ._models import (
     HistoryPage,
     HistoryQuery,
     Listed,
+    ManualFire,
+    ManualRequest,
+    Outcome,
     PendingClaim,
     Result,
     Resumed,
@@ -74,13 +81,14 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Sequence
 
-    from .._declarations import RegisteredTrigger
-    from ._backend import StoreTx
+    from .._declarations import Overlap, RegisteredTrigger
+    from ._backend import RawFire, RawManualFire, StoreTx
 
 __all__ = [
     "body_active_occurrence",
     "body_active_run",
     "body_claim_fire",
+    "body_claim_manual",
     "body_claim_pending",
     "body_clear_active",
     "body_get",
@@ -127,7 +135,7 @@ def _exists(tx: StoreTx, trigger_id: str) -> bool:
 
 def _state_with_fire(
     tx: StoreTx, trigger_id: str, occurrence: int
-) -> tuple[TriggerState, tuple[object, object] | None]:
+) -> tuple[TriggerState, RawFire | None]:
     found = tx.state_with_fire(trigger_id, occurrence) if storable(trigger_id) else None
     if found is None:
         raise unknown_trigger(trigger_id)
@@ -147,11 +155,25 @@ def _claim(
     expected_revision: int,
     resume_buffered: bool,
     now: int,
-    existing: tuple[object, object] | None,
+    existing: RawFire | None,
     dropped: Dropped | None = None,
+    *,
+    new_manual: tuple[str, str, str | None] | None = None,
+    overlap_override: Overlap | None = None,
 ) -> Counted[Claim]:
+    """The claim decision of ``occurrence`` (§10.2), its ledger row inserted when absent.
+
+    ``new_manual`` (key, input JSON, by) makes the inserted row a manual fire's; a manual
+    fire's row, new or pending, is decided like a boundary's, with its own reservation mark and
+    never a cursor write.
+    """
+    existing_fire = fire_state(existing)
     if existing is None:
-        tx.insert_fire(trigger_id, occurrence)
+        if new_manual is None:
+            tx.insert_fire(trigger_id, occurrence)
+        else:
+            tx.insert_manual_fire(trigger_id, occurrence, *new_manual)
+    manual = new_manual is not None or (existing_fire is not None and existing_fire.manual)
     active_fire: FireState | None = None
     active_occurrence = reservation_occurrence(state.active)
     if active_occurrence is not None:
@@ -167,9 +189,11 @@ def _claim(
             expected_revision,
             resume_buffered,
             now,
-            existing_fire=fire_state(existing),
+            existing_fire=existing_fire,
             active_fire=active_fire,
             dropped=dropped,
+            manual=manual,
+            overlap_override=overlap_override,
         )
     )
     tx.apply_all(trigger_id, decision.writes)
@@ -197,6 +221,8 @@ def _snapshot(
     existing_fire: FireState | None = None,
     active_fire: FireState | None = None,
     dropped: Dropped | None = None,
+    manual: bool = False,
+    overlap_override: Overlap | None = None,
 ) -> ClaimSnapshot:
     return ClaimSnapshot(
         trigger_id=trigger_id,
@@ -211,10 +237,12 @@ def _snapshot(
         pending=state.pending,
         existing_fire=existing_fire,
         active_fire=active_fire,
-        reservation_id=mint_reservation_id(trigger_id, occurrence),
+        reservation_id=mint_reservation_id(trigger_id, occurrence, manual=manual),
         claimed_at=now,
         cursor=state.cursor,
         dropped=dropped,
+        manual=manual,
+        overlap_override=overlap_override,
     )
 
 
@@ -255,7 +283,116 @@ def body_claim_pending(
     claim, missed = _claim(tx, trigger_id, state, pending, expected_revision, True, now, existing)
     if claim.claimed and claim.action != "buffer":
         tx.apply(trigger_id, ClearPendingIf(occurrence=pending))
-    return PendingClaim(occurrence=pending, claim=claim), missed
+    manual: ManualRequest | None = None
+    key = existing[2] if existing is not None else None
+    if isinstance(key, str):
+        found = tx.manual_fire(key)
+        if found is not None:
+            manual = _manual_request(key, found)
+    return PendingClaim(occurrence=pending, claim=claim, manual=manual), missed
+
+
+# --- manual fires ("run now", docs/operations.md) ------------------------------------------
+
+
+def _manual_request(key: str, found: RawManualFire) -> ManualRequest:
+    input_json, by = found[4], found[5]
+    if not isinstance(input_json, str):
+        raise read_failed()
+    try:
+        value = decode_json(input_json)
+    except msgspec.DecodeError as exc:
+        raise read_failed() from exc
+    return ManualRequest(key=key, input=value, by=by if isinstance(by, str) else None)
+
+
+def _repeated(trigger: RegisteredTrigger, key: str, found: RawManualFire) -> ManualFire:
+    """The answer to a key used before: the earlier fire, or ``key_conflict`` (another
+    trigger's key: keys name one fire in the whole store)."""
+    trigger_id = trigger.id
+    owner, occurrence = found[0], found[1]
+    if owner != trigger_id:
+        raise TriggerError(
+            "key_conflict",
+            f"key {key!r} already names a manual fire of another trigger ({owner})",
+            path="key",
+        )
+    if not is_int(occurrence):
+        raise read_failed()
+    run_id = found[3]
+    return ManualFire(
+        trigger_id=trigger_id,
+        occurrence=int(occurrence),  # type: ignore[call-overload]
+        request=_manual_request(key, found),
+        claim=Claim(claimed=False),
+        trigger=trigger,
+        repeated=True,
+        outcome=decode_outcome(found[2]),
+        run_id=run_id if isinstance(run_id, str) else None,
+    )
+
+
+def body_claim_manual(
+    tx: StoreTx,
+    trigger_id: str,
+    key: str | None,
+    input_json: str | None,
+    by: str | None,
+    overlap: Overlap | None,
+    now: int,
+) -> Counted[ManualFire]:
+    """Fire ``trigger_id`` now: a manual ledger row at an off-grid instant, claimed like a
+    boundary (the overlap policy, or ``overlap`` for this fire only), never moving the cursor.
+
+    A ``key`` used before for this trigger answers that fire and writes nothing; used for
+    another trigger, ``key_conflict``. A disabled or paused trigger is refused.
+    """
+    state = _state(tx, trigger_id)  # first read: locks the trigger row on a server
+    raw = tx.trigger(trigger_id)
+    if raw is None:
+        raise unknown_trigger(trigger_id)
+    current = decode_trigger(raw)[0]
+    if key is not None:
+        found = tx.manual_fire(key)
+        if found is not None:
+            return _repeated(current, key, found), None
+    refuse_manual(trigger_id, enabled=current.enabled, paused=current.paused is not None)
+    chosen_key = key if key is not None else f"manual-{uuid.uuid4()}"
+    # Without an input of its own the run gets the trigger's input as it is now.
+    chosen_input = input_json if input_json is not None else raw[2]
+    if not isinstance(chosen_input, str):
+        raise read_failed()
+    # The request's instant, off the grid of whole seconds (so never a boundary's row), moved
+    # back by a millisecond while another fire of this trigger has that instant.
+    occurrence = off_grid(now)
+    while tx.fire(trigger_id, occurrence) is not None:
+        occurrence = off_grid(occurrence - 1)
+    claim, missed = _claim(
+        tx,
+        trigger_id,
+        state,
+        occurrence,
+        state.revision,
+        False,
+        now,
+        None,
+        new_manual=(chosen_key, chosen_input, by),
+        overlap_override=overlap,
+    )
+    request = ManualRequest(key=chosen_key, input=decode_json(chosen_input), by=by)
+    outcome: Outcome | None = None
+    if claim.action == "skip":
+        outcome = "skipped"
+    elif claim.action == "buffer":
+        outcome = "buffered"
+    return ManualFire(
+        trigger_id=trigger_id,
+        occurrence=occurrence,
+        request=request,
+        claim=claim,
+        trigger=current,
+        outcome=outcome,
+    ), missed
 
 
 def body_record_result(tx: StoreTx, result: Result) -> None:
@@ -346,7 +483,7 @@ def body_history(tx: StoreTx, query: HistoryQuery) -> HistoryPage:
     fetch = None if query.limit is None else query.limit + 1
     rows = tx.history(query, fetch)
     records: list[FireRecord] = []
-    for trigger_id, occurrence, outcome, run_id, error in rows:
+    for trigger_id, occurrence, outcome, run_id, error, manual_key in rows:
         if not isinstance(trigger_id, str) or not is_int(occurrence):
             raise read_failed()
         records.append(
@@ -356,6 +493,7 @@ def body_history(tx: StoreTx, query: HistoryQuery) -> HistoryPage:
                 outcome=decode_outcome(outcome),
                 run_id=run_id if isinstance(run_id, str) else None,
                 error=error if isinstance(error, str) else None,
+                manual_key=manual_key if isinstance(manual_key, str) else None,
             )
         )
     return page(records, query)

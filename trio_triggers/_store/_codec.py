@@ -316,12 +316,15 @@ def decode_outcome(value: object) -> Outcome | None:
     raise read_failed()
 
 
-def fire_state(raw: tuple[object, object] | None) -> FireState | None:
+def fire_state(raw: tuple[object, object, object] | None) -> FireState | None:
+    """A ledger row as read, ``(outcome, run_id, manual_key)``, as the decisions see it."""
     if raw is None:
         return None
-    outcome, run_id = raw
+    outcome, run_id, manual_key = raw
     return FireState(
-        outcome=decode_outcome(outcome), run_id=run_id if isinstance(run_id, str) else None
+        outcome=decode_outcome(outcome),
+        run_id=run_id if isinstance(run_id, str) else None,
+        manual=manual_key is not None,
     )
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "WriteFire",
     "after_cursor",
     "check_history_limit",
+    "check_manual_key",
     "check_prune_cutoff",
     "decide",
     "dropped_applies",
@@ -70,10 +71,12 @@ __all__ = [
     "is_prunable",
     "lease",
     "lease_expired",
+    "off_grid",
     "page",
     "plan_restore",
     "plan_result",
     "refuse_claim",
+    "refuse_manual",
     "refuse_result",
     "slot_displaced",
     "stale_owner",
@@ -84,10 +87,12 @@ __all__ = [
 
 
 class FireState(msgspec.Struct, frozen=True, kw_only=True):
-    """What a decision needs of one ledger row: its outcome and run id."""
+    """What a decision needs of one ledger row: its outcome, its run id, and whether it is a
+    manual fire's (which never moves the cursor)."""
 
     outcome: Outcome | None = None
     run_id: str | None = None
+    manual: bool = False
 
 
 class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,6 +117,12 @@ class ClaimSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     #: What the claiming scheduler's catch-up gave up before ``occurrence`` (see
     #: :func:`dropped_applies`); ``None`` for every claim that carries nothing.
     dropped: Dropped | None = None
+    #: The claimed occurrence is a manual fire's: decided like a boundary, never moving the
+    #: cursor.
+    manual: bool = False
+    #: The overlap policy for this one claim (a manual fire's explicit override), in place of
+    #: the stored ``overlap`` at step 4; ``None``: the stored policy.
+    overlap_override: Overlap | None = None
 
 
 # --- writes ------------------------------------------------------------------------------
@@ -285,22 +296,8 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
         active if lease_expired(active, snapshot.active_claimed_at, snapshot.claimed_at) else None
     )
     # 2. the existing-row gate
-    existing = snapshot.existing_fire
-    if existing is not None:
-        resumable_buffer = snapshot.resume_buffered and existing.outcome == "buffered"
-        resumable_reservation = existing.outcome is None and (
-            active is None
-            or (expired is not None and reservation_occurrence(expired) == occurrence)
-        )
-        resumable_supersede = (
-            snapshot.resume_buffered
-            and existing.outcome is None
-            and snapshot.overlap == "supersede"
-            and active is not None
-            and existing.run_id == active
-        )
-        if not (resumable_buffer or resumable_reservation or resumable_supersede):
-            return ClaimDecision(claim=_NOT_CLAIMED, writes=())
+    if not _passes_gate(snapshot, expired):
+        return ClaimDecision(claim=_NOT_CLAIMED, writes=())
     writes: list[TriggerWrite] = []
     pending = snapshot.pending
     overlap_missed = 0  # given up by the overlap policy (skipped, or out of the buffer slot)
@@ -335,9 +332,8 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
     else:
         holder = active
     # 4. the overlap decision
-    action = overlap_decision(
-        snapshot.overlap, running=holder is not None, pending=pending, due=occurrence
-    )
+    policy = snapshot.overlap_override or snapshot.overlap
+    action = overlap_decision(policy, running=holder is not None, pending=pending, due=occurrence)
     # 5. skip / buffer
     if action == "skip" or action == "buffer":
         writes.append(
@@ -347,8 +343,11 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
                 while_open=False,
             )
         )
-        writes.append(AdvanceCursor(occurrence=occurrence))
-        lost = 1  # a skip gives up this occurrence; a buffer, what the slot held (if anything)
+        if not snapshot.manual:
+            writes.append(AdvanceCursor(occurrence=occurrence))
+        # A skip gives up this occurrence (a manual fire's skip is its caller's answer, not a
+        # boundary lost); a buffer gives up what the slot held, if anything.
+        lost = 0 if snapshot.manual else 1
         if action == "buffer":
             pending, lost = _into_slot(pending, occurrence)
             writes.append(SetPending(pending=pending))
@@ -378,6 +377,28 @@ def decide(snapshot: ClaimSnapshot) -> ClaimDecision:
         active_run_id=displaced,
     )
     return _decided(snapshot, claim, writes, overlap_missed)
+
+
+def _passes_gate(snapshot: ClaimSnapshot, expired: str | None) -> bool:
+    """Step 2, the existing-row gate: a claim of an occurrence that already has a ledger row
+    goes on only to resume that row (its buffer, its expired reservation, or a supersede)."""
+    existing = snapshot.existing_fire
+    if existing is None:
+        return True
+    occurrence = snapshot.occurrence
+    active = snapshot.active
+    resumable_buffer = snapshot.resume_buffered and existing.outcome == "buffered"
+    resumable_reservation = existing.outcome is None and (
+        active is None or (expired is not None and reservation_occurrence(expired) == occurrence)
+    )
+    resumable_supersede = (
+        snapshot.resume_buffered
+        and existing.outcome is None
+        and snapshot.overlap == "supersede"
+        and active is not None
+        and existing.run_id == active
+    )
+    return resumable_buffer or resumable_reservation or resumable_supersede
 
 
 def _displaced(pending: int | None, occurrence: int) -> int:
@@ -430,6 +451,48 @@ def _decided(
     if count:
         writes.append(count)
     return ClaimDecision(claim=claim, writes=tuple(writes))
+
+
+# --- manual fires ("run now", docs/operations.md) ----------------------------------------
+
+#: The longest key a caller may give a manual fire.
+MANUAL_KEY_MAX = 200
+
+
+def check_manual_key(key: object) -> str | None:
+    """``None`` (the store generates one) or non-empty storable text of at most
+    :data:`MANUAL_KEY_MAX` characters; otherwise ``invalid_options`` at ``key``."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key.strip() or len(key) > MANUAL_KEY_MAX or "\x00" in key:
+        raise TriggerError(
+            "invalid_options",
+            f"a manual fire's key must be non-empty text of at most {MANUAL_KEY_MAX} characters",
+            path="key",
+        )
+    return key
+
+
+def refuse_manual(trigger_id: str, *, enabled: bool, paused: bool) -> None:
+    """A manual fire of a disabled (or removed) trigger, or of a paused one, is refused: the
+    operator said no new work for it. (Resume or enable it first.)"""
+    if not enabled:
+        raise TriggerError("trigger_disabled", f"trigger {trigger_id} is disabled")
+    if paused:
+        raise TriggerError(
+            "trigger_paused", f"trigger {trigger_id} is paused: resume it to fire it now"
+        )
+
+
+def off_grid(instant: int) -> int:
+    """``instant``, or ``instant - 1`` when it is a whole second.
+
+    A manual fire's ledger row is keyed by an instant that is never a whole second; every cron
+    boundary is one (5- and 6-field expressions name seconds at most), so a manual fire can
+    never take, or be taken for, a boundary's row. It moves back, never forward: a fire's
+    occurrence is never later than the request, so nothing is launched before its instant.
+    """
+    return instant - 1 if instant % 1000 == 0 else instant
 
 
 # --- the reservation lease (§10.4) -------------------------------------------------------
@@ -577,9 +640,10 @@ def plan_result(
             run_id=result.run_id,
             error=result.error,
             keep_run_id=keep,
-        ),
-        AdvanceCursor(occurrence=occurrence),
+        )
     ]
+    if fire is None or not fire.manual:
+        writes.append(AdvanceCursor(occurrence=occurrence))  # a manual fire never moves it
     if outcome == "launched":
         assert result.reservation_id is not None  # refuse_result guarantees it
         writes.append(ReplaceHolder(expected=result.reservation_id, holder=result.run_id))

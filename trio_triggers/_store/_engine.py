@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from .. import _instrument as instrument
 from .._constants import is_safe_integer
 from .._cron import Cron
 from .._errors import TriggerError
+from .._json import JsonValueError, copy_json, encode_json
 from .._wake import notify_registered
 from ._bodies import (
     body_active_occurrence,
     body_active_run,
     body_claim_fire,
+    body_claim_manual,
     body_claim_pending,
     body_clear_active,
     body_get,
@@ -37,7 +41,7 @@ from ._bodies import (
     body_set_pending,
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
-from ._decision import CountMissed, check_history_limit, check_prune_cutoff
+from ._decision import CountMissed, check_history_limit, check_manual_key, check_prune_cutoff
 from ._group_commit import GroupCommit
 from ._index import attending, body_due, body_holding, body_next_attention
 from ._models import (
@@ -48,6 +52,7 @@ from ._models import (
     HistoryPage,
     HistoryQuery,
     Listed,
+    ManualFire,
     PendingClaim,
     Result,
     Resumed,
@@ -61,7 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from .._clock import WallClock
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from ._attention import DueRow
     from ._backend import Body, Hint, StoreTx
 
@@ -226,6 +231,60 @@ class EngineStore:
         report_missed(trigger_id, CountMissed(paused=resumed.skipped))
         notify_registered(self)  # its attention may have come: wake this process's schedulers
         return resumed
+
+    # --- manual fires ("run now", docs/operations.md) ------------------------------------
+
+    async def claim_manual(
+        self,
+        trigger_id: str,
+        *,
+        key: str | None = None,
+        input: object = msgspec.UNSET,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> ManualFire:
+        """Fire ``trigger_id`` now, by hand: one transaction writes a manual ledger row and
+        claims it exactly as a scheduled boundary is claimed (see :class:`ManualFire`).
+
+        The row's occurrence is the store's now made off-grid (never a whole second, so never
+        a boundary's row; moved back, never forward) and it never moves the cursor. ``key``
+        makes the fire idempotent: a key used before for this trigger answers that fire
+        (``repeated``) and writes nothing; a key of another trigger's fire raises
+        ``key_conflict``; without one a key is made up.
+        ``input`` (any JSON value) is what the run gets, the trigger's own input when not
+        given. ``overlap`` applies to this claim only, in place of the trigger's policy.
+        Refusals (nothing written): ``unknown_trigger``, ``trigger_disabled``,
+        ``trigger_paused``, ``invalid_options`` (``key``, ``input``, ``overlap``, ``by``).
+        The caller launches a ``fire``/``supersede`` claim as the scheduler does.
+        """
+        chosen_key = check_manual_key(key)
+        if overlap is not None and overlap not in ("skip", "buffer-one", "supersede"):
+            raise TriggerError(
+                "invalid_options",
+                f"overlap must be skip, buffer-one or supersede, received {overlap!r}",
+                path="overlap",
+            )
+        if by is not None and (not isinstance(by, str) or not storable(by)):
+            raise TriggerError("invalid_options", "by must be storable text", path="by")
+        input_json: str | None = None
+        if input is not msgspec.UNSET:
+            try:
+                input_json = encode_json(copy_json(input))
+            except JsonValueError as exc:
+                raise TriggerError(
+                    "invalid_options", f"input is not a JSON value: {exc.detail}", path="input"
+                ) from exc
+        fired, missed = await self._run(
+            "claim_manual",
+            attending(
+                lambda tx, now: body_claim_manual(
+                    tx, trigger_id, chosen_key, input_json, by, overlap, now
+                )
+            ),
+            now=True,
+        )
+        report_missed(trigger_id, missed)  # a buffered fire may push a boundary out of the slot
+        return fired
 
     # --- the attention index (docs/store.md, "The attention index") ---------------------
 

@@ -17,7 +17,16 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Iterable, Sequence
 
-    from ._backend import RawAttention, RawDue, RawFireRecord, RawState, RawTrigger, StoreTx
+    from ._backend import (
+        RawAttention,
+        RawDue,
+        RawFire,
+        RawFireRecord,
+        RawManualFire,
+        RawState,
+        RawTrigger,
+        StoreTx,
+    )
     from ._decision import TriggerWrite
     from ._models import HistoryQuery
 
@@ -130,16 +139,24 @@ class Attending:
     def state(self, trigger_id: str) -> RawState | None:
         return self.tx.state(trigger_id)
 
-    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+    def fire(self, trigger_id: str, occurrence: int) -> RawFire | None:
         return self.tx.fire(trigger_id, occurrence)
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[RawState, tuple[object, object] | None] | None:
+    ) -> tuple[RawState, RawFire | None] | None:
         return self.tx.state_with_fire(trigger_id, occurrence)
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self.tx.insert_fire(trigger_id, occurrence)
+
+    def manual_fire(self, key: str) -> RawManualFire | None:
+        return self.tx.manual_fire(key)
+
+    def insert_manual_fire(
+        self, trigger_id: str, occurrence: int, key: str, input_json: str, by: str | None
+    ) -> None:
+        self.tx.insert_manual_fire(trigger_id, occurrence, key, input_json, by)
 
     def apply(self, trigger_id: str, write: TriggerWrite) -> None:
         self.touched.add(trigger_id)

@@ -32,7 +32,9 @@ from ._backend import (
     Method,
     RawAttention,
     RawDue,
+    RawFire,
     RawFireRecord,
+    RawManualFire,
     RawState,
     RawTrigger,
     ReleaseReservation,
@@ -181,14 +183,29 @@ class _MemoryTx:
             row["last_fired_at_ms"],
         )
 
-    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+    def fire(self, trigger_id: str, occurrence: int) -> RawFire | None:
         self._touch("select", "tt_trigger_fires", {})
         row = self._t.fires.get(trigger_id, {}).get(occurrence)
-        return None if row is None else (row["outcome"], row["run_id"])
+        return None if row is None else (row["outcome"], row["run_id"], row.get("manual_key"))
+
+    def manual_fire(self, key: str) -> RawManualFire | None:
+        self._touch("select", "tt_trigger_fires", {})
+        for trigger_id, fires in self._t.fires.items():
+            for occurrence, row in fires.items():
+                if row.get("manual_key") == key:
+                    return (
+                        trigger_id,
+                        occurrence,
+                        row["outcome"],
+                        row["run_id"],
+                        row.get("manual_input_json"),
+                        row.get("manual_by"),
+                    )
+        return None
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[RawState, tuple[object, object] | None] | None:
+    ) -> tuple[RawState, RawFire | None] | None:
         state = self.state(trigger_id)
         return None if state is None else (state, self.fire(trigger_id, occurrence))
 
@@ -214,7 +231,16 @@ class _MemoryTx:
                     continue
                 if not after_cursor(occurrence, trigger_id, query.cursor):
                     continue
-                rows.append((trigger_id, occurrence, row["outcome"], row["run_id"], row["error"]))
+                rows.append(
+                    (
+                        trigger_id,
+                        occurrence,
+                        row["outcome"],
+                        row["run_id"],
+                        row["error"],
+                        row.get("manual_key"),
+                    )
+                )
         rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
         return rows if fetch is None else rows[:fetch]
 
@@ -229,7 +255,16 @@ class _MemoryTx:
     # -- writes -----------------------------------------------------------------------------
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
-        values: _Row = {"outcome": None, "run_id": None, "error": None}
+        self._insert_fire(trigger_id, occurrence, {})
+
+    def insert_manual_fire(
+        self, trigger_id: str, occurrence: int, key: str, input_json: str, by: str | None
+    ) -> None:
+        manual: _Row = {"manual_key": key, "manual_input_json": input_json, "manual_by": by}
+        self._insert_fire(trigger_id, occurrence, manual)
+
+    def _insert_fire(self, trigger_id: str, occurrence: int, extra: _Row) -> None:
+        values: _Row = {"outcome": None, "run_id": None, "error": None, **extra}
         self._touch("insert", "tt_trigger_fires", {"occurrence_at_ms": occurrence, **values})
         fires = self._t.fires.setdefault(trigger_id, {})
         fires[occurrence] = values

@@ -13,6 +13,7 @@ import msgspec
 from .._constants import MISSED_COUNT_LIMIT
 from .._declarations import RegisteredTrigger
 from .._errors import TriggerError
+from .._json import JsonValue
 
 __all__ = [
     "MISSED_REASONS",
@@ -28,6 +29,8 @@ __all__ = [
     "HistoryPage",
     "HistoryQuery",
     "Listed",
+    "ManualFire",
+    "ManualRequest",
     "MissedCounts",
     "MissedReason",
     "Outcome",
@@ -89,11 +92,46 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     active_run_id: str | None = None
 
 
+class ManualRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a manual fire ("run now") keeps on its ledger row: its key, the input its run
+    gets (the caller's, or the trigger's input when the fire was made) and who asked."""
+
+    key: str
+    input: JsonValue = None
+    by: str | None = None
+
+
 class PendingClaim(msgspec.Struct, frozen=True, kw_only=True):
-    """The answer of ``claim_pending``: the pending occurrence and the claim made for it."""
+    """The answer of ``claim_pending``: the pending occurrence and the claim made for it.
+
+    ``manual`` is set when the occurrence is a manual fire's (buffered, or re-armed after its
+    launcher died): its run gets that fire's input, and it never moves the cursor.
+    """
 
     occurrence: int
     claim: Claim
+    manual: ManualRequest | None = None
+
+
+class ManualFire(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of ``claim_manual``: the ledger row a manual fire made, or found.
+
+    ``occurrence`` is the row's off-grid instant (never a whole second, so never a boundary);
+    ``claim`` is what the overlap decision made of it, to launch exactly as a scheduled
+    boundary's claim. ``repeated`` means ``key`` was used before for this trigger: nothing was
+    written, ``claim`` is ``Claim(claimed=False)`` and ``outcome``/``run_id`` are the earlier
+    fire's row as it stands.
+    """
+
+    trigger_id: str
+    occurrence: int
+    request: ManualRequest
+    claim: Claim
+    #: The trigger as the fire's transaction read it (what a launch of the claim uses).
+    trigger: RegisteredTrigger
+    repeated: bool = False
+    outcome: Outcome | None = None
+    run_id: str | None = None
 
 
 class Result(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,6 +153,8 @@ class FireRecord(msgspec.Struct, frozen=True, kw_only=True):
     outcome: Outcome | None
     run_id: str | None = None
     error: str | None = None
+    #: The key of a manual fire ("run now"); ``None`` for a scheduled boundary.
+    manual_key: str | None = None
 
 
 class HistoryQuery(msgspec.Struct, frozen=True, kw_only=True):

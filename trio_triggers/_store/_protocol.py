@@ -158,7 +158,8 @@ class AttentionStore(Protocol):
 # --- the method names, declared once -------------------------------------------------------
 #
 # Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
-# bulk registration, or ``pause``/``resume``/``remove``, their operator state), grouped by what its
+# bulk registration, or ``pause``/``resume``/``remove``, their operator state, or
+# ``claim_manual``, their "run now"), grouped by what its
 # transaction may write; tests/store/test_method_names.py checks that the groups are exactly the
 # protocols' methods. Everything that lists the methods
 # (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
@@ -181,6 +182,7 @@ TriggerWriteMethod = Literal[
     "register_many",
     "claim_fire",
     "claim_pending",
+    "claim_manual",
     "record_result",
     "restore_pending",
     "set_pending",
@@ -216,6 +218,7 @@ CLOCK_METHODS: Final[frozenset[str]] = frozenset(
         "register_many",
         "claim_fire",
         "claim_pending",
+        "claim_manual",
         "active_run",
         "heartbeat",
         "pause",

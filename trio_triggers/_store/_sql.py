@@ -235,10 +235,13 @@ class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
     select_enabled: str
     select_state: str  # (trigger_id)
     lock_state: str  # (trigger_id): select_state, locking the row where the dialect locks
-    # (occurrence, trigger_id): the state columns, then "fire row exists", outcome, run_id
+    # (occurrence, trigger_id): the state columns, then "fire row exists", outcome, run_id,
+    # manual_key
     state_with_fire: str
     select_fire: str  # (trigger_id, occurrence)
     insert_fire: str  # (trigger_id, occurrence)
+    select_manual_fire: str  # (manual_key)
+    insert_manual_fire: str  # (trigger_id, occurrence, key, input_json, by)
     launched_occurrence: str  # (trigger_id, run_id)
     upsert: str  # upsert_params(...)
     prune: str  # (older_than)
@@ -273,7 +276,7 @@ class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
     @staticmethod
     def state_and_fire(
         row: Sequence[object] | None,
-    ) -> tuple[tuple[object, ...], tuple[object, object] | None] | None:
+    ) -> tuple[tuple[object, ...], tuple[object, object, object] | None] | None:
         """A :attr:`state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
         return split_state_with_fire(row)
 
@@ -304,18 +307,26 @@ def trigger_sql(
         state_with_fire=(
             "SELECT "
             + "".join(f"t.{column}, " for column in STATE_COLUMNS)
-            + "f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id "
+            + "f.occurrence_at_ms IS NOT NULL, f.outcome, f.run_id, f.manual_key "
             "FROM tt_triggers AS t LEFT JOIN tt_trigger_fires AS f "
             f"ON f.trigger_id = t.trigger_id AND f.occurrence_at_ms = {p} "
             f"WHERE t.trigger_id = {p}"
         ),
         select_fire=(
-            "SELECT outcome, run_id FROM tt_trigger_fires "
+            "SELECT outcome, run_id, manual_key FROM tt_trigger_fires "
             f"WHERE trigger_id = {p} AND occurrence_at_ms = {p}"
         ),
         insert_fire=(
             f"INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms) VALUES ({p}, {p})"
             + insert_fire_suffix
+        ),
+        select_manual_fire=(
+            "SELECT trigger_id, occurrence_at_ms, outcome, run_id, manual_input_json, manual_by "
+            f"FROM tt_trigger_fires WHERE manual_key = {p}"
+        ),
+        insert_manual_fire=(
+            "INSERT INTO tt_trigger_fires (trigger_id, occurrence_at_ms, manual_key, "
+            f"manual_input_json, manual_by) VALUES ({p}, {p}, {p}, {p}, {p})"
         ),
         launched_occurrence=(
             "SELECT max(occurrence_at_ms) FROM tt_trigger_fires "
@@ -405,12 +416,13 @@ def upsert_params(trigger: EncodedTrigger, registered_at: int) -> tuple[object, 
 
 def split_state_with_fire(
     row: Sequence[object] | None,
-) -> tuple[tuple[object, ...], tuple[object, object] | None] | None:
+) -> tuple[tuple[object, ...], tuple[object, object, object] | None] | None:
     """A :attr:`TriggerSql.state_with_fire` row as ``StoreTx.state_with_fire`` answers it."""
     if row is None:
         return None
     width = len(STATE_COLUMNS)
-    return tuple(row[:width]), ((row[width + 1], row[width + 2]) if row[width] else None)
+    fire = (row[width + 1], row[width + 2], row[width + 3]) if row[width] else None
+    return tuple(row[:width]), fire
 
 
 def history_statement(query: HistoryQuery, fetch: int | None, param: str) -> Statement:
@@ -430,7 +442,10 @@ def history_statement(query: HistoryQuery, fetch: int | None, param: str) -> Sta
     if query.cursor is not None:
         where.append(f"(occurrence_at_ms < {p} OR (occurrence_at_ms = {p} AND trigger_id < {p}))")
         params.extend((query.cursor.occurrence, query.cursor.occurrence, query.cursor.trigger_id))
-    sql = "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
+    sql = (
+        "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error, manual_key "
+        "FROM tt_trigger_fires"
+    )
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY occurrence_at_ms DESC, trigger_id DESC"

@@ -129,6 +129,18 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
             for column in MISSED_COLUMNS
         ),
     ),
+    (
+        "0009_manual_fires",
+        (
+            # A manual fire ("run now") is a ledger row at an off-grid instant with its key,
+            # the input its run gets and who asked; a key names one fire in the whole store.
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_key TEXT",
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_input_json TEXT",
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_by TEXT",
+            "CREATE UNIQUE INDEX tt_trigger_fires_manual_key ON tt_trigger_fires (manual_key) "
+            "WHERE manual_key IS NOT NULL",
+        ),
+    ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 
@@ -158,21 +170,32 @@ class _SqliteTx:
         row: backend.RawState | None = self._c.execute(_SQL.select_state, (trigger_id,)).fetchone()
         return row
 
-    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
-        row: tuple[object, object] | None = self._c.execute(
+    def fire(self, trigger_id: str, occurrence: int) -> backend.RawFire | None:
+        row: backend.RawFire | None = self._c.execute(
             _SQL.select_fire, (trigger_id, occurrence)
         ).fetchone()
         return row
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[backend.RawState, tuple[object, object] | None] | None:
+    ) -> tuple[backend.RawState, tuple[object, object, object] | None] | None:
         return _SQL.state_and_fire(
             self._c.execute(_SQL.state_with_fire, (occurrence, trigger_id)).fetchone()
         )
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._c.execute(_SQL.insert_fire, (trigger_id, occurrence))
+
+    def manual_fire(self, key: str) -> backend.RawManualFire | None:
+        row: backend.RawManualFire | None = self._c.execute(
+            _SQL.select_manual_fire, (key,)
+        ).fetchone()
+        return row
+
+    def insert_manual_fire(
+        self, trigger_id: str, occurrence: int, key: str, input_json: str, by: str | None
+    ) -> None:
+        self._c.execute(_SQL.insert_manual_fire, (trigger_id, occurrence, key, input_json, by))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
         row = self._c.execute(_SQL.launched_occurrence, (trigger_id, run_id)).fetchone()

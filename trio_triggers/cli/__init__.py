@@ -70,6 +70,16 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "unknown run id exits 1.",
         "trio-triggers cancel run-0f3c... --config triggers.toml",
     ),
+    "fire": (
+        "Run a trigger now, by hand: a manual fire goes through the same claim as a scheduled "
+        "boundary (its overlap policy, or --overlap for this fire only) and is recorded in the "
+        "history as manual; it never moves the schedule. Its run is started in the run store "
+        "and executed by the serving `trio-triggers run`. --key makes a retry safe: the same "
+        "key answers the first fire and runs nothing. Exit 1 for an unknown, disabled or "
+        "paused trigger, a key of another trigger, or a run the runner refused.",
+        "trio-triggers fire nightly --input '{\"full\": true}' --key deploy-42 "
+        "--config triggers.toml",
+    ),
     "next": (
         "The next occurrences of one trigger, in UTC and in the trigger's own zone.",
         "trio-triggers next report --config triggers.toml -n 3",
@@ -207,6 +217,19 @@ def _add_operator_commands(commands: Any) -> None:
         help="now: skip what fell due while paused; policy: owe it under the catch-up policy",
     )
     resume.add_argument("--json", action="store_true", help="machine-readable output")
+    fire = _subcommand(commands, "fire", "run a trigger now (a manual fire; the schedule stays)")
+    fire.add_argument("trigger_id", metavar="ID", help="the trigger's id, as list prints it")
+    fire.add_argument("--input", metavar="JSON", help="the run's input (default: the trigger's)")
+    fire.add_argument(
+        "--key", metavar="K", help="idempotency key: a retry with the same key runs nothing"
+    )
+    fire.add_argument(
+        "--overlap",
+        choices=["skip", "buffer-one", "supersede"],
+        help="the overlap policy for this fire only (default: the trigger's)",
+    )
+    fire.add_argument("--by", help="who fired it (default: USER@HOST)")
+    fire.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _add_history(commands: Any) -> None:

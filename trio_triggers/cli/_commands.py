@@ -29,12 +29,19 @@ from .._databases import is_dsn, open_stores, shown_db
 from .._declarations import Pause, Trigger
 from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
-from .._local_runner import FlowFn, RunContext, open_local_runner
-from .._operations import pause_trigger, remove_trigger, resume_trigger
+from .._local_runner import FlowFn, LocalRunner, RunContext, open_local_runner
+from .._operations import operator_name, pause_trigger, remove_trigger, resume_trigger
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
 from .._ownership._base import RunStoreBase
-from .._scheduler import SchedulerOptions, TriggerSummary, fires, open_scheduler, summaries
-from .._store import FireRecord, HistoryQuery, MissedCounts, TriggerStore
+from .._scheduler import (
+    Fired,
+    SchedulerOptions,
+    TriggerSummary,
+    fires,
+    open_scheduler,
+    summaries,
+)
+from .._store import Fire, FireRecord, HistoryQuery, MissedCounts, TriggerStore
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
@@ -200,12 +207,15 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "disable": partial(_set_enabled, enabled=False, remove=False),
         "pause": _pause,
         "resume": _resume,
+        "fire": _fire,
         "prune": _prune,
     }
     if command == "history" and args.limit < 1:
         raise CliError("--limit must be a positive integer", 2)
     if command == "history":
         _check_follow_flags(args)
+    if command == "fire":
+        args.input_value = _json_flag("--input", args.input)
     if command == "next" and args.n < 1:
         raise CliError("-n must be a positive integer", 2)
     if command == "prune":
@@ -694,6 +704,7 @@ def history_json(record: FireRecord, run_errors: dict[str, str]) -> dict[str, An
         "run_id": record.run_id,
         "error": record.error,
         "run_error": run_errors.get(record.run_id or ""),
+        "manual_key": record.manual_key,
     }
 
 
@@ -705,7 +716,7 @@ def history_cells(
         _when(record.occurrence, utc=utc),
         relative(record.occurrence, now_ms),
         record.trigger_id,
-        record.outcome or "(claimed)",
+        (record.outcome or "(claimed)") + (" (manual)" if record.manual_key else ""),
         record.run_id or "-",
         _with_run_error(record.error, run_errors.get(record.run_id or ""))[:80],
     ]
@@ -737,16 +748,20 @@ async def run_errors_of(runs: RunStore, records: list[FireRecord]) -> dict[str, 
 
 async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
     clock = SystemWallClock()
-    async with open_stores(db, clock=clock) as (_store, runs):
+    async with open_stores(db, clock=clock) as (store, runs):
         try:
             row = await runs.get(args.run_id)
         except RunStoreError as exc:
             if exc.code in ("not_found_row", "invalid_run"):
                 raise CliError(f"unknown run {args.run_id}", 1) from None
             raise
-    report = RunReport.of(row)
+        report = RunReport.of(row)
+        manual_key = await _manual_key_of(store, report)
     if args.json:
-        print_json(report)
+        value = msgspec.to_builtins(report)
+        if manual_key is not None:  # a manual fire's run (a boundary's prints the report alone)
+            value["manual_key"] = manual_key
+        print_json(value)
         return 0
 
     def when(ms: int | None) -> str:
@@ -759,6 +774,7 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         ("flow", report.flow_id or "-"),
         ("trigger", report.trigger_id or "-"),
         ("occurrence", when(report.occurrence)),
+        *([("fired", f"by hand (manual, key {manual_key})")] if manual_key else []),
         ("created", when(report.created_at)),
         ("started", when(report.started_at)),
         ("finished", when(report.finished_at)),
@@ -778,6 +794,22 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         _print_stream("stdout", output.stdout, output.stdout_bytes)
         _print_stream("stderr", output.stderr, output.stderr_bytes)
     return 0
+
+
+async def _manual_key_of(store: TriggerStore, report: RunReport) -> str | None:
+    """The key of the manual fire ``report``'s run is for, ``None`` for a boundary's run."""
+    trigger_id, occurrence = report.trigger_id, report.occurrence
+    if trigger_id is None or occurrence is None:
+        return None
+    page = await store.history(
+        HistoryQuery(
+            trigger_id=trigger_id,
+            cursor=Fire(trigger_id=trigger_id, occurrence=occurrence + 1),
+            limit=1,
+        )
+    )
+    rows = [r for r in page.items if r.occurrence == occurrence]
+    return rows[0].manual_key if rows else None
 
 
 def _print_stream(name: str, text: str, size: int) -> None:
@@ -1084,6 +1116,87 @@ async def _resume(args: argparse.Namespace, loaded: LoadedConfig | None, db: str
     if not trigger.enabled:
         print(f"note: {trigger.id} is disabled, so nothing fires until it is enabled")
     return 0
+
+
+# --- fire (run now) ----------------------------------------------------------------------
+
+
+def _json_flag(flag: str, text: str | None) -> Any:
+    """The JSON value of ``flag`` (``msgspec.UNSET`` when absent); bad JSON is a usage error."""
+    if text is None:
+        return msgspec.UNSET
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise CliError(f"{flag}: not JSON ({exc})", 2) from None
+
+
+async def _served_elsewhere(input: Any, run: RunContext) -> Any:
+    raise AssertionError("fire's runner never serves")  # pragma: no cover
+
+
+_FIRE_REFUSALS = frozenset(
+    ("unknown_trigger", "trigger_disabled", "trigger_paused", "key_conflict", "invalid_options")
+)
+
+
+async def _fire(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    """``fire ID``: a manual fire, launched from this process into the run store.
+
+    This process does not serve: its runner only writes the run's row (``pending``), and the
+    serving process's workers execute it while its scheduler's recovery sweep (the rows that
+    hold something) adopts the held run and settles its ledger row when it ends. Leaving the
+    scheduler block here detaches the launch's monitor without recording anything."""
+    clock = SystemWallClock()
+    async with open_stores(db, clock=clock) as (store, runs):
+        trigger = await store.get(args.trigger_id)
+        if trigger is None:
+            raise CliError(f"unknown trigger {args.trigger_id}", 1)
+        # A runner that never serves: ``start`` writes the run's row and nothing executes here.
+        runner = LocalRunner(runs, {trigger.flow_id: _served_elsewhere}, clock=clock)
+        async with open_scheduler(store, runner, clock=clock) as scheduler:
+            try:
+                fired = await scheduler.fire(
+                    args.trigger_id,
+                    key=args.key,
+                    input=args.input_value,
+                    overlap=args.overlap,
+                    by=args.by or operator_name(),
+                )
+            except TriggerError as exc:
+                if exc.code in _FIRE_REFUSALS:
+                    raise CliError(f"{exc.code}: {exc.message}", 1) from None
+                raise
+    if args.json:
+        value = msgspec.to_builtins(fired)
+        value["occurrence_iso"] = iso(fired.occurrence)
+        print_json(value)
+    else:
+        print(_fired_text(fired))
+    return 1 if fired.outcome == "failed" else 0
+
+
+def _fired_text(fired: Fired) -> str:
+    name, key = fired.trigger_id, fired.key
+    at = format_instant(fired.occurrence)
+    if fired.repeated:
+        return (
+            f"key {key} already fired {name} at {at} ({fired.outcome or 'claimed'}"
+            f"{', run ' + fired.run_id if fired.run_id else ''}); nothing new runs"
+        )
+    head = f"{name} fired now at {at} (manual, key {key})"
+    if fired.outcome == "launched":
+        verb = "superseding the run it held; " if fired.action == "supersede" else ""
+        return (
+            f"{head}: {verb}run {fired.run_id} started; the serving `trio-triggers run` executes it"
+        )
+    if fired.outcome == "skipped":
+        return f"{head}: skipped, a run of it is in progress (overlap skip); nothing runs"
+    if fired.outcome == "buffered":
+        return f"{head}: buffered, it runs when the run in progress ends"
+    if fired.outcome == "failed":
+        return f"{head}: the runner refused to start it"
+    return f"{head}: its launch is owed; the serving scheduler starts it"
 
 
 async def _prune(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:

@@ -110,6 +110,17 @@ TRIGGER_MIGRATIONS: list[Migration] = [
             for column in MISSED_COLUMNS
         ],
     ),
+    (
+        "0009_manual_fires",
+        [
+            # As on SQLite: a manual fire's key (unique in the store), its run's input, who.
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_key TEXT",
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_input_json TEXT",
+            "ALTER TABLE tt_trigger_fires ADD COLUMN manual_by TEXT",
+            "CREATE UNIQUE INDEX tt_trigger_fires_manual_key ON tt_trigger_fires (manual_key) "
+            "WHERE manual_key IS NOT NULL",
+        ],
+    ),
 ]
 
 

@@ -73,7 +73,7 @@ _PREFETCH_LOCK = (
     + " FROM tt_triggers WHERE trigger_id = ANY(%s::text[]) ORDER BY trigger_id FOR UPDATE"
 )
 _PREFETCH_FIRES = (
-    "SELECT f.trigger_id, f.outcome, f.run_id "
+    "SELECT f.trigger_id, f.outcome, f.run_id, f.manual_key "
     "FROM unnest(%s::text[], %s::bigint[]) AS k(trigger_id, occurrence_at_ms) "
     "JOIN tt_trigger_fires AS f "
     "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms"
@@ -97,7 +97,7 @@ class _PostgresTx:
         # trigger id -> (occurrence, state_with_fire answer) read ahead by ``prefetch``; an
         # entry answers only the FIRST access to its trigger (any later read may follow writes).
         self._prefetched: dict[
-            str, tuple[int, tuple[backend.RawState, tuple[object, object] | None]]
+            str, tuple[int, tuple[backend.RawState, backend.RawFire | None]]
         ] = {}
 
     def prefetch(self, hints: Sequence[tuple[str, int] | None]) -> None:
@@ -112,7 +112,7 @@ class _PostgresTx:
         locked, fires = self._query_pair(
             (_PREFETCH_LOCK, (ids,)), (_PREFETCH_FIRES, (ids, list(wanted.values())))
         )
-        found = {row[0]: (row[1], row[2]) for row in fires.fetchall()}
+        found = {row[0]: (row[1], row[2], row[3]) for row in fires.fetchall()}
         for row in locked.fetchall():
             trigger_id = row[0]
             self._prefetched[trigger_id] = (
@@ -179,14 +179,14 @@ class _PostgresTx:
         sql = _SQL.lock_state if self._lock else _SQL.select_state
         return self._query(sql, (trigger_id,)).fetchone()
 
-    def fire(self, trigger_id: str, occurrence: int) -> tuple[object, object] | None:
+    def fire(self, trigger_id: str, occurrence: int) -> backend.RawFire | None:
         self._forget(trigger_id)
         row = self._query(_SQL.select_fire, (trigger_id, occurrence)).fetchone()
-        return None if row is None else (row[0], row[1])
+        return None if row is None else (row[0], row[1], row[2])
 
     def state_with_fire(
         self, trigger_id: str, occurrence: int
-    ) -> tuple[backend.RawState, tuple[object, object] | None] | None:
+    ) -> tuple[backend.RawState, backend.RawFire | None] | None:
         if self._prefetched:
             ahead = self._prefetched.pop(trigger_id, None)
             if ahead is not None and ahead[0] == occurrence:
@@ -214,11 +214,21 @@ class _PostgresTx:
         if raw is None:
             return None
         found = fire.fetchone()
-        return raw, (None if found is None else (found[0], found[1]))
+        return raw, (None if found is None else (found[0], found[1], found[2]))
 
     def insert_fire(self, trigger_id: str, occurrence: int) -> None:
         self._forget(trigger_id)
         self._write(_SQL.insert_fire, (trigger_id, occurrence))
+
+    def manual_fire(self, key: str) -> backend.RawManualFire | None:
+        row = self._query(_SQL.select_manual_fire, (key,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2], row[3], row[4], row[5])
+
+    def insert_manual_fire(
+        self, trigger_id: str, occurrence: int, key: str, input_json: str, by: str | None
+    ) -> None:
+        self._forget(trigger_id)
+        self._write(_SQL.insert_manual_fire, (trigger_id, occurrence, key, input_json, by))
 
     def launched_occurrence(self, trigger_id: str, run_id: str) -> int | None:
         self._forget(trigger_id)
@@ -266,7 +276,7 @@ class _PostgresTx:
         self, query: HistoryQuery, fetch: int | None
     ) -> builtins.list[backend.RawFireRecord]:
         rows = self._query(*_SQL.history(query, fetch)).fetchall()
-        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
     def prune(self, older_than: int) -> int:
         self._prefetched.clear()

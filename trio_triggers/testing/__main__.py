@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedulers", type=int, default=None)
     parser.add_argument("--triggers", type=int, default=None)
     parser.add_argument("--run-store", action="store_true", help="runs are owned run-store rows")
+    parser.add_argument(
+        "--manual-fires",
+        type=float,
+        default=0.0,
+        metavar="PER_DAY",
+        help="manual fires ('run now') per simulated day (default 0)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="run exactly this one seed")
     parser.add_argument("--report", action="store_true", help="print each report as JSON")
     parser.add_argument("--verbose", action="store_true")
@@ -134,7 +141,12 @@ def _outcomes(seeds: list[int], config: SimConfig, jobs: int) -> Iterator[_Outco
 def _run(args: argparse.Namespace) -> int:
     if args.planted:
         return _planted(args)
-    config = SimConfig(days=args.days, store=args.store, run_store=args.run_store)
+    config = SimConfig(
+        days=args.days,
+        store=args.store,
+        run_store=args.run_store,
+        manual_fires_per_day=args.manual_fires,
+    )
     if args.schedulers is not None:
         config = msgspec.structs.replace(config, schedulers=args.schedulers)
     if args.triggers is not None:

@@ -35,7 +35,7 @@ from .._wake import notify_registered
 if TYPE_CHECKING:
     import builtins
 
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from .._ownership import _models as ownership
     from .._ownership._owner import OwnerId
     from .._store._attention import DueRow
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         HistoryPage,
         HistoryQuery,
         Listed,
+        ManualFire,
         PendingClaim,
         Result,
         Resumed,
@@ -452,6 +453,26 @@ class FaultyTriggerStore(_FaultingBase):
             "resume", self._engine().resume, (trigger_id,), {"point": point}
         )
         notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    async def claim_manual(
+        self,
+        trigger_id: str,
+        *,
+        key: str | None = None,
+        input: object = msgspec.UNSET,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> ManualFire:
+        inner = getattr(self.inner, "claim_manual", None)  # a built-in store, or a wrapper of one
+        if inner is None:
+            raise TypeError(f"{type(self.inner).__name__} has no manual fires")
+        answer: ManualFire = await self._call(
+            "claim_manual",
+            inner,
+            (trigger_id,),
+            {"key": key, "input": input, "overlap": overlap, "by": by},
+        )
         return answer
 
     @property

@@ -95,6 +95,8 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("T34", "call", "One exception at a time"),
     _info("T35", "step", "The attention index holds each row's exact instant (or a live take)"),
     _info("T36", "step", "A reservation's own ledger row stays unfinished while it holds"),
+    _info("T37", "step", "Manual fires never move the cursor"),
+    _info("T38", "step", "One manual fire per key, on a row of its own (never a boundary's)"),
     _info("O1", "step", "Each run has at most one owner"),
     _info("O2", "step", "running exactly when owned and stamped; claims all-or-nothing"),
     _info("O3", "step", "Only create produces pending; terminal rows never change status"),
@@ -196,6 +198,8 @@ class LedgerRow(msgspec.Struct, frozen=True, kw_only=True):
     outcome: str | None
     run_id: str | None
     error: str | None = None
+    #: A manual fire's key ("run now"); ``None`` for a boundary's row.
+    manual_key: str | None = None
 
 
 class StoreState(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,12 +239,15 @@ class ClaimView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def claim_view(method: str, args: tuple[Any, ...], answer: Any) -> ClaimView | None:
-    """Reduce a claim call's answer to a :class:`ClaimView` (``None`` if nothing was claimed)."""
+    """Reduce a claim call's answer to a :class:`ClaimView` (``None`` if nothing was claimed).
+
+    A manual fire (``claim_manual``) is a claim of its own new row; a repeated key claims
+    nothing."""
     if method == "claim_fire":
         trigger_id, occurrence = args[0], args[1]
         claim = answer
-    elif method == "claim_pending":
-        if answer is None:
+    elif method in ("claim_pending", "claim_manual"):
+        if answer is None or getattr(answer, "repeated", False):
             return None
         trigger_id, occurrence, claim = args[0], answer.occurrence, answer.claim
     else:
@@ -256,12 +263,14 @@ def claim_view(method: str, args: tuple[Any, ...], answer: Any) -> ClaimView | N
 
 
 class Grants:
-    """Everything granted so far: reservation ids and their grant times, launched rows."""
+    """Everything granted so far: reservation ids and their grant times, launched rows, and
+    the manual fires (their rows by key)."""
 
     def __init__(self) -> None:
         self.reservations: dict[str, int] = {}
         self.launched: dict[tuple[str, int], str] = {}
         self.ever_rows: dict[str, set[int]] = {}
+        self.manual: dict[str, tuple[str, int]] = {}
 
 
 def _expired(reservation: str, claimed_at: int | None, now: int) -> bool:
@@ -328,6 +337,13 @@ def _failures_write_nothing(s: _Step) -> Details:
 
 def _fences_refuse(s: _Step) -> Details:
     """T7: a claim with a stale revision, or on a disabled trigger, is refused."""
+    if s.method == "claim_manual":
+        before = s.pre.triggers.get(s.args[0])
+        # (A key used before answers the earlier fire, whatever the trigger's state now.)
+        fresh = s.error is None and not s.answer.repeated
+        if before is not None and not before.enabled and fresh:
+            yield f"claim_manual({s.args[0]!r}) on a disabled trigger was not refused"
+        return
     if s.method not in ("claim_fire", "claim_pending"):
         return
     tid = s.args[0]
@@ -437,7 +453,7 @@ def _live_reservation_kept(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> 
         expired = True  # foreign reservation of unknown age: cannot judge
     claim = s.claim
     lease_path = s.method == "active_run" or (
-        s.method in ("claim_fire", "claim_pending")
+        s.method in ("claim_fire", "claim_pending", "claim_manual")
         and claim is not None
         and claim.trigger_id == tid
         and claim.action != "supersede"
@@ -492,6 +508,63 @@ def _active_run_recovers(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> De
         yield f"{tid}: active_run answered {s.answer!r}"
 
 
+def _manual_fires_keep_the_cursor(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T37: the cursor moves only with a boundary's row: never in ``claim_manual``, and never
+    in a call whose ledger changes for this trigger are all manual fires' rows."""
+    if a.last_fired_at == b.last_fired_at:
+        return
+    if s.method == "claim_manual":
+        yield f"{tid}: claim_manual moved the cursor {a.last_fired_at} -> {b.last_fired_at}"
+        return
+    changed = [
+        key
+        for key in set(s.pre.ledger) | set(s.post.ledger)
+        if key[0] == tid and s.pre.ledger.get(key) != s.post.ledger.get(key)
+    ]
+    rows = [s.post.ledger.get(key) or s.pre.ledger.get(key) for key in changed]
+    if rows and all(row is not None and row.manual_key is not None for row in rows):
+        yield (
+            f"{tid}: {s.method} of a manual fire moved the cursor "
+            f"{a.last_fired_at} -> {b.last_fired_at}"
+        )
+
+
+def _repeated_manual_fire_writes_nothing(s: _Step) -> Details:
+    """T38: a key used before answers the earlier fire and writes nothing."""
+    if s.method != "claim_manual" or s.error is not None or s.answer is None:
+        return
+    changed = s.pre.triggers != s.post.triggers or s.pre.ledger != s.post.ledger
+    if s.answer.repeated and changed:
+        yield f"claim_manual{s.args!r} repeated key {s.answer.request.key!r} but wrote"
+    if s.answer.repeated:
+        return
+    key = (s.args[0], s.answer.occurrence)
+    row = s.post.ledger.get(key)
+    if key in s.pre.ledger or row is None or row.manual_key != s.answer.request.key:
+        yield f"claim_manual{s.args!r} answered {key} but made no new manual row for it"
+
+
+def _manual_row_of_its_own(
+    s: _Step, key: tuple[str, int], ra: LedgerRow | None, rb: LedgerRow
+) -> Details:
+    """T38: a manual row is off the grid of whole seconds (never a boundary's), made only by
+    ``claim_manual``, keeps its key, and its key names no other row."""
+    if ra is not None and ra.manual_key != rb.manual_key:
+        yield f"ledger row {key} manual key changed {ra.manual_key!r} -> {rb.manual_key!r}"
+    manual_key = rb.manual_key
+    if manual_key is None:
+        if ra is None and s.method == "claim_manual":
+            yield f"claim_manual made ledger row {key} without a key"
+        return
+    if key[1] % 1000 == 0:
+        yield f"manual fire {manual_key!r} took the whole-second row {key}"
+    if ra is None and s.method != "claim_manual":
+        yield f"manual row {key} made by {s.method}"
+    owner = s.grants.manual.setdefault(manual_key, key)
+    if owner != key:
+        yield f"key {manual_key!r} names two manual fires: {owner} and {key}"
+
+
 # --- the claim the call granted
 
 
@@ -527,8 +600,10 @@ def _grant_fits_the_holder(s: _Step) -> Details:
     if claim is None or before is None:
         return
     if claim.action == "supersede":
-        if before.overlap != "supersede":
-            yield f"supersede granted under {before.overlap!r}"
+        # A manual fire may override the policy for itself (``overlap=``).
+        policy = s.kwargs.get("overlap") if s.method == "claim_manual" else None
+        if (policy or before.overlap) != "supersede":
+            yield f"supersede granted under {policy or before.overlap!r}"
         if claim.active_run_id is None:
             yield "a supersede claim reported no displaced holder"
         return
@@ -551,6 +626,7 @@ def _moved_cursor_covers_fired_rows(s: _Step) -> Details:
         for (rt, occ), r in s.post.ledger.items():
             if (
                 rt == tid
+                and r.manual_key is None  # a manual fire never moves the cursor (T37)
                 and r.outcome in _FIRED
                 and (b.last_fired_at is None or b.last_fired_at < occ)
             ):
@@ -590,7 +666,7 @@ def _outcomes_move_forward(
     """T3: claims create rows (unfinished, skipped or buffered); outcomes only move forward;
     a row is launched once."""
     if ra is None:
-        if s.method not in ("claim_fire", "claim_pending"):
+        if s.method not in ("claim_fire", "claim_pending", "claim_manual"):
             yield f"ledger row {key} created by {s.method}"
         elif rb.outcome not in (None, "skipped", "buffered"):
             yield f"ledger row {key} created as {rb.outcome!r}"
@@ -647,7 +723,8 @@ def _fired_row_covered(
     tid, occ = key
     trig = s.post.triggers.get(tid)
     if (
-        rb.outcome in _FIRED
+        rb.manual_key is None  # a manual fire never moves the cursor (T37)
+        and rb.outcome in _FIRED
         and trig is not None
         and (trig.last_fired_at is None or trig.last_fired_at < occ)
     ):
@@ -668,12 +745,14 @@ _TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
     ("T10", _live_reservation_kept),
     ("T12", _owed_work_kept),
     ("T10", _active_run_recovers),
+    ("T37", _manual_fires_keep_the_cursor),
 )
 _GRANT_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
     ("T6", _grant_names_its_reservation),
     ("T15", _reservation_granted_once),
     ("T6", _grant_fits_the_holder),
     ("T2", _moved_cursor_covers_fired_rows),
+    ("T38", _repeated_manual_fire_writes_nothing),
 )
 #: For a ledger row that changed and still exists (``_prune_keeps_live_rows`` checks the
 #: deleted ones).
@@ -682,6 +761,7 @@ _ROW_CHECKS: Final[tuple[tuple[str, RowCheck], ...]] = (
     ("T4", _launch_names_a_run),
     ("T5", _launch_needs_reservation),
     ("T2", _fired_row_covered),
+    ("T38", _manual_row_of_its_own),
 )
 
 
@@ -743,6 +823,8 @@ def check_transition(
             assert ra is not None
             report("T13", _prune_keeps_live_rows(s, key, ra))
             grants.launched.pop(key, None)
+            if ra.manual_key is not None:
+                grants.manual.pop(ra.manual_key, None)  # a pruned fire's key is forgotten
             continue
         grants.ever_rows.setdefault(key[0], set()).add(key[1])
         for invariant, row_check in _ROW_CHECKS:

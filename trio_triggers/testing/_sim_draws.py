@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     import collections
     from collections.abc import Iterator
 
-__all__ = ["DAY_S", "Draws", "H", "SimConfig", "SimWallClock", "seeded_trio_scheduler"]
+__all__ = [
+    "DAY_S",
+    "Draws",
+    "H",
+    "ManualFireDraw",
+    "SimConfig",
+    "SimWallClock",
+    "seeded_trio_scheduler",
+]
 
 H: Final = 3_600_000
 DAY_S: Final = 86_400.0
@@ -77,6 +85,11 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     edits_per_day: float = 2.0
     #: Whether the admin also pauses triggers (and resumes them, from a drawn point).
     pauses: bool = True
+    #: Manual fires ("run now") per simulated day, each from a short-lived process that does
+    #: not serve (as ``trio-triggers fire``): keys fresh, retried, another trigger's, or none;
+    #: sometimes with an input or an overlap override; sometimes the process dies after the
+    #: claim, before the launch.
+    manual_fires_per_day: float = 0.0
     jumps_per_day: float = 0.5
     poll_interval: float = 3600.0
     run_poll_interval: float = 900.0
@@ -114,6 +127,17 @@ class SimWallClock:
 
     def now_ms(self) -> int:
         return self._epoch + math.floor((trio.current_time() - self._t0) * 1000) + self.offset_ms
+
+
+class ManualFireDraw(msgspec.Struct, frozen=True, kw_only=True):
+    """One drawn manual fire: which trigger, its key, input and override, and whether its
+    process dies right after the claim (before launching)."""
+
+    trigger_id: str
+    key: str | None
+    input: Any = msgspec.UNSET
+    overlap: Overlap | None = None
+    dies_after_claim: bool = False
 
 
 class Draws:
@@ -209,12 +233,41 @@ class Draws:
     def crash_after_reserve(self, method: str, answer: object) -> bool:
         """Whether a scheduler crashes right after a claim granted it a reservation."""
         rate = self.config.crash_after_reserve_rate
-        if rate <= 0 or self.quiet or method not in ("claim_fire", "claim_pending"):
+        if rate <= 0 or self.quiet or method not in ("claim_fire", "claim_pending", "claim_manual"):
             return False
         claim = getattr(answer, "claim", answer)
         if getattr(claim, "reservation_id", None) is None:
             return False
         return self.rng.random() < rate
+
+    def manual_fire(self, trigger_ids: list[str], keys: dict[str, str]) -> ManualFireDraw:
+        """A manual fire of a drawn trigger; ``keys`` maps each key used so far to its
+        trigger (a retry reuses one of the trigger's keys; a conflict one of another's)."""
+        rng = self.rng
+        tid = rng.choice(trigger_ids)
+        mine = sorted(k for k, t in keys.items() if t == tid)
+        theirs = sorted(k for k, t in keys.items() if t != tid)
+        r = rng.random()
+        key: str | None
+        if r < 0.25 and mine:
+            key, kind = rng.choice(mine), "retry"
+        elif r < 0.35 and theirs:
+            key, kind = rng.choice(theirs), "conflict"
+        elif r < 0.5:
+            key, kind = None, "keyless"
+        else:
+            key, kind = f"key-{len(keys)}", "fresh"
+            keys[key] = tid
+        self.counts[f"manual.draw.{kind}"] += 1
+        value: Any = {"manual": rng.randrange(1000)} if rng.random() < 0.5 else msgspec.UNSET
+        overlap = rng.choice(OVERLAPS) if rng.random() < 0.3 else None
+        return ManualFireDraw(
+            trigger_id=tid,
+            key=key,
+            input=value,
+            overlap=overlap,
+            dies_after_claim=rng.random() < 0.15,
+        )
 
     def triggers(self) -> list[Trigger]:
         """The world's declarations (``config.declarations``, or drawn); the *audited* ones

@@ -396,7 +396,7 @@ class StoreObserver:
             self.follow(call, cs)
 
     def check_step(self, call: StoreCall) -> None:
-        """The step checks of one write: T1-T15 (``check_transition``) and T36."""
+        """The step checks of one write: T1-T15, T37, T38 (``check_transition``) and T36."""
         assert self.parts is not None
         assert self.snapshot is not None
         scope = _scope_of(call.method, call.args)
@@ -417,7 +417,7 @@ class StoreObserver:
         )
         for inv in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"):
             self.checks[inv] += 1
-        for inv in ("T9", "T10", "T11", "T12", "T13", "T15"):
+        for inv in ("T9", "T10", "T11", "T12", "T13", "T15", "T37", "T38"):
             self.checks[inv] += 1
         if scope is None:
             self.parts = _split(post)
@@ -436,7 +436,12 @@ class StoreObserver:
     def learn(self, call: StoreCall, cs: CallerState | None) -> None:
         """What the final checks need: declarations, grants, failed claims, orphans."""
         method = call.method
-        if call.error is None and method in ("active_run", "claim_fire", "claim_pending"):
+        if call.error is None and method in (
+            "active_run",
+            "claim_fire",
+            "claim_pending",
+            "claim_manual",
+        ):
             self.note_orphans(call)
         if call.error is None and method in ("register", "pause", "resume"):
             reg = call.answer.trigger if method == "resume" else call.answer

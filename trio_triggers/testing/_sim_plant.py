@@ -55,6 +55,7 @@ PLANTED_BUGS: Final = frozenset(
         "stale_ledger_under_lock",
         "drop_predecessor",
         "claim_past_failed_claim",
+        "manual_moves_cursor",
     }
 )
 
@@ -81,6 +82,8 @@ def plant_store_bugs(bugs: frozenset[str], store: TriggerStore) -> TriggerStore:
         inner = _StaleLedgerStore(store)
     if "drop_predecessor" in bugs and isinstance(store, MemoryTriggerStore):
         inner = _PredecessorDroppingStore(store)
+    if "manual_moves_cursor" in bugs and isinstance(store, MemoryTriggerStore):
+        inner = _ManualCursorStore(store)
     return inner
 
 
@@ -92,6 +95,24 @@ class _WrappedStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _ManualCursorStore(_WrappedStore):
+    """Planted bug: recording a manual fire's result moves the trigger's cursor to the fire's
+    instant, as a boundary's result does (the one thing a manual fire must never do)."""
+
+    _inner: MemoryTriggerStore
+
+    async def record_result(self, result: Result) -> None:
+        await self._inner.record_result(result)
+        tables = self._inner._raw_tables()  # noqa: SLF001 (the bug edits the store's tables)
+        fire = tables.fires.get(result.trigger_id, {}).get(result.occurrence)
+        row = tables.triggers.get(result.trigger_id)
+        if fire is None or row is None or fire.get("manual_key") is None:
+            return
+        cursor = row.get("last_fired_at_ms")
+        if not isinstance(cursor, int) or cursor < result.occurrence:
+            row["last_fired_at_ms"] = result.occurrence
 
 
 class _StaleLedgerStore(_WrappedStore):

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["Trace"]
 
 _RESERVATION_RE: Final = re.compile(r"trigger-reservation:([^:\s']*):([^:\s']+):(-?\d+)")
+#: A manual fire's made-up key (``manual-<uuid4>``, from a fire without a key of its own).
+_MANUAL_KEY_RE: Final = re.compile(
+    r"manual-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
 
 
 class Trace:
@@ -47,7 +51,8 @@ class Trace:
         self.stop_scope: trio.CancelScope | None = None
 
     def norm(self, text: str) -> str:
-        """``text`` with every reservation id replaced by its stable short name."""
+        """``text`` with every reservation id and made-up manual key replaced by its stable
+        short name (their uuids are the one random part of a store)."""
 
         def repl(m: re.Match[str]) -> str:
             full = m.group(0)
@@ -57,7 +62,15 @@ class Trace:
                 self.names[full] = name
             return f"{name}@{m.group(1)}:{m.group(3)}"
 
-        return _RESERVATION_RE.sub(repl, text)
+        def manual(m: re.Match[str]) -> str:
+            full = m.group(0)
+            name = self.names.get(full)
+            if name is None:
+                name = f"M{len(self.names) + 1}"
+                self.names[full] = name
+            return name
+
+        return _MANUAL_KEY_RE.sub(manual, _RESERVATION_RE.sub(repl, text))
 
     def event(self, text: str) -> None:
         """Append one line to the trace."""

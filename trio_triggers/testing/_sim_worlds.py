@@ -126,6 +126,11 @@ PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
     ),
     # Several schedulers claiming the same boundaries: the listing tick (every scheduler claims
     # every due row; the indexed tick's takes keep them apart).
+    # Manual fires several times an hour: their results are recorded all the time.
+    "manual_moves_cursor": PlantedWorld(
+        SimConfig(days=2, store="memory", manual_fires_per_day=48, declarations=AUDITED),
+        frozenset({"T37"}),
+    ),
     "stale_ledger_under_lock": PlantedWorld(
         SimConfig(days=2, store="memory", schedulers=3, listing=True, declarations=AUDITED),
         frozenset({"T36"}),

@@ -45,6 +45,7 @@ import trio
 import trio.testing
 
 from .._clock import TrioWallClock
+from .._errors import TriggerError
 from .._scheduler._core import open_scheduler
 from .._scheduler._options import SchedulerOptions
 from .._store._memory import MemoryTriggerStore
@@ -345,6 +346,62 @@ class _World:
                 with trio.move_on_after(rng.uniform(0, 3 * 3600)):
                     await self.draws.quiet_event.wait()
 
+    async def firer(self, faulty: FaultyTriggerStore) -> None:
+        """Manual fires ("run now") at drawn moments, each from a process of its own that does
+        not serve, as ``trio-triggers fire`` runs: it claims through a scheduler that launches
+        and leaves (the serving schedulers adopt the run), or dies right after the claim (the
+        lease re-arms the fire for them). Refusals are expected: a paused or disabled trigger,
+        another trigger's key, an injected store or runner failure."""
+        rate = self.config.manual_fires_per_day / DAY_S
+        if not hasattr(faulty.inner, "claim_manual"):
+            return
+        keys: dict[str, str] = {}
+        number = 0
+        while True:
+            with trio.move_on_after(self.draws.rng.expovariate(rate)):
+                await self.draws.quiet_event.wait()
+            if self.draws.quiet:
+                return
+            drawn = self.draws.manual_fire(self.trigger_ids, keys)
+            caller = f"s-fire.{number}"
+            number += 1
+            await self.fire_now(faulty, caller, drawn)
+
+    async def fire_now(self, faulty: FaultyTriggerStore, caller: str, drawn: Any) -> None:
+        store = faulty.view(caller)
+        runner = RecordingRunner(self.runners, self.runner, caller)
+        cs = CallerState(None)
+        self.callers[caller] = cs
+        self.trace.counts["manual.fires"] += 1
+        self.trace.event(f"FIRE {caller} {drawn!r}")
+        options = msgspec.structs.replace(self.options, host=caller)
+        with trio.CancelScope() as scope:
+            self.scopes[caller] = scope
+            try:
+                async with open_scheduler(store, runner, options=options, clock=self.wall) as sch:
+                    cs.scheduler = sch
+                    if drawn.dies_after_claim:
+                        await store.claim_manual(
+                            drawn.trigger_id, key=drawn.key, input=drawn.input, by=caller
+                        )
+                        self.crash(caller, "after its manual claim, before launching")
+                        await trio.sleep_forever()
+                    fired = await sch.fire(
+                        drawn.trigger_id,
+                        key=drawn.key,
+                        input=drawn.input,
+                        overlap=drawn.overlap,
+                        by=caller,
+                    )
+                    self.trace.counts[f"manual.{fired.action or 'repeated'}"] += 1
+            except TriggerError as error:
+                self.trace.counts[f"manual.refused.{error.code}"] += 1
+            except Exception as exc:
+                self.trace.violated("T28", f"{caller} fire ended with {exc!r}")
+        cs.closing = True
+        self.scopes.pop(caller, None)
+        self.trace.event(f"EXIT {caller}")
+
     async def open_store(self, stack: contextlib.AsyncExitStack) -> TriggerStore:
         """The world's trigger store (closed by ``stack``); the observer gets its readers."""
         obs = self.observer
@@ -393,6 +450,8 @@ class _World:
                         nursery.start_soon(self.runner.serve)
                     nursery.start_soon(self.admin, admin)
                     nursery.start_soon(self.jumper)
+                    if config.manual_fires_per_day > 0:  # (no task at all otherwise: the
+                        nursery.start_soon(self.firer, faulty)  # drawn worlds stay the same)
                     async with trio.open_nursery() as slots:
                         for index in range(config.schedulers):
                             slots.start_soon(self.slot, index, faulty)

@@ -73,6 +73,7 @@ def memory_snapshot(store: MemoryTriggerStore, trigger_id: str | None = None) ->
                 outcome=_str(fire.get("outcome")),
                 run_id=_str(fire.get("run_id")),
                 error=_str(fire.get("error")),
+                manual_key=_str(fire.get("manual_key")),
             )
     return StoreState(triggers=triggers, ledger=ledger, claimed_at_known=True)
 
@@ -82,7 +83,7 @@ class MemorySnapshotter:
 
     def __init__(self, store: MemoryTriggerStore) -> None:
         self._store = store
-        self._rows: dict[tuple[str, int], tuple[tuple[Any, Any, Any], LedgerRow]] = {}
+        self._rows: dict[tuple[str, int], tuple[tuple[Any, Any, Any, Any], LedgerRow]] = {}
 
     def __call__(self, trigger_id: str | None = None) -> StoreState:
         tables = self._store._raw_tables()
@@ -107,7 +108,12 @@ class MemorySnapshotter:
             )
             for occ, fire in tables.fires.get(tid, {}).items():
                 key = (tid, occ)
-                raw = (fire.get("outcome"), fire.get("run_id"), fire.get("error"))
+                raw = (
+                    fire.get("outcome"),
+                    fire.get("run_id"),
+                    fire.get("error"),
+                    fire.get("manual_key"),
+                )
                 hit = cache.get(key)
                 if hit is None or hit[0] != raw:
                     made = LedgerRow(
@@ -116,6 +122,7 @@ class MemorySnapshotter:
                         outcome=_str(raw[0]),
                         run_id=_str(raw[1]),
                         error=_str(raw[2]),
+                        manual_key=_str(raw[3]),
                     )
                     hit = (raw, made)
                     cache[key] = hit
@@ -142,8 +149,8 @@ class _SqliteReader:
                 params,
             ).fetchall()
             fires = cur.execute(
-                "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error FROM tt_trigger_fires"
-                + where,
+                "SELECT trigger_id, occurrence_at_ms, outcome, run_id, error, manual_key"
+                " FROM tt_trigger_fires" + where,
                 params,
             ).fetchall()
         finally:
@@ -163,7 +170,12 @@ class _SqliteReader:
         }
         ledger = {
             (f[0], f[1]): LedgerRow(
-                trigger_id=f[0], occurrence=f[1], outcome=f[2], run_id=f[3], error=f[4]
+                trigger_id=f[0],
+                occurrence=f[1],
+                outcome=f[2],
+                run_id=f[3],
+                error=f[4],
+                manual_key=f[5],
             )
             for f in fires
         }
@@ -203,6 +215,7 @@ async def public_snapshot(store: TriggerStore) -> StoreState:
             outcome=r.outcome,
             run_id=r.run_id,
             error=r.error,
+            manual_key=r.manual_key,
         )
         for r in page.items
     }
