@@ -36,7 +36,9 @@ __all__ = ["PostgresBackdoor", "open_postgres_trigger_backend", "postgres_run_ba
 _TRIGGER_COLUMNS = (
     "trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up, "
     "enabled, revision, last_fired_at_ms, pending_at_ms, active_run_id, active_claimed_at_ms, "
-    "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms"
+    "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms, "
+    "backfill_start_ms, backfill_end_ms, backfill_next_ms, backfill_total, backfill_done, "
+    "backfill_bound, backfill_overlap, backfill_state, backfill_created_at_ms, backfill_by"
 )
 _INTEGER_COLUMNS = frozenset(
     {

@@ -30,6 +30,7 @@ async def migrate_both(dsn: str) -> None:
             "0004_fire_run_index",
             "0005_attention",
             "0006_operator_state",
+            "0008_backfills",
         ]
         assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == [
             "runs_0001_tt_runs",

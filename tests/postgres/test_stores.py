@@ -172,6 +172,7 @@ async def test_stores_opening_together_migrate_once(postgres_dsn: str) -> None:
         ("0004_fire_run_index",),
         ("0005_attention",),
         ("0006_operator_state",),
+        ("0008_backfills",),
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
         ("runs_0003_output",),

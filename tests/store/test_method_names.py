@@ -26,7 +26,15 @@ from trio_triggers.testing._faults import TRIGGER_STORE_READS
 from trio_triggers.testing._invariants import _WRITES
 
 #: Methods of the built-in stores that no protocol declares (bulk registration, operator state).
-EXTRAS = {"register_many", "pause", "resume", "remove"}
+EXTRAS = {
+    "register_many",
+    "pause",
+    "resume",
+    "remove",
+    "start_backfill",
+    "cancel_backfill",
+    "backfill_step",
+}
 
 
 def public_methods(cls: type) -> set[str]:

@@ -37,6 +37,7 @@ NAMES = [
     "0004_fire_run_index",
     "0005_attention",
     "0006_operator_state",
+    "0008_backfills",
 ]
 
 

@@ -44,8 +44,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._attention import UNKNOWN
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._codec import (
     ATTENTION_COLUMNS,
+    BACKFILL_COLUMNS,
     STATE_COLUMNS,
     TRIGGER_COLUMNS,
     EncodedTrigger,
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATTENTION_COLUMNS",
+    "BACKFILL_COLUMNS",
     "CLOCK_METHODS",
     "READ_ONLY_METHODS",
     "STATE_COLUMNS",
@@ -92,6 +95,7 @@ __all__ = [
     "ClearPendingIf",
     "EncodedTrigger",
     "EngineStore",
+    "FloorResumeAfter",
     "Hint",
     "Method",
     "RawAttention",
@@ -102,12 +106,14 @@ __all__ = [
     "ReleaseReservation",
     "ReplaceHolder",
     "Reserve",
+    "SetBackfill",
     "SetOutcome",
     "SetPause",
     "SetPending",
     "SetRemoved",
     "SetRunId",
     "Statement",
+    "StepBackfill",
     "StoreTx",
     "TriggerSql",
     "TriggerWrite",

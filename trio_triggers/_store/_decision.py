@@ -11,7 +11,8 @@ dictionary update:
 
 * ledger writes: :class:`SetOutcome`, :class:`SetRunId`, :class:`WriteFire`;
 * trigger writes: :class:`ReleaseReservation`, :class:`ReplaceHolder`, :class:`AdvanceCursor`,
-  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`.
+  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`; operator state:
+  :class:`SetPause`, :class:`SetRemoved`, and a backfill's writes (:mod:`._backfill`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .._declarations import Overlap
 from .._errors import TriggerError
 from .._identities import is_reservation, reservation_occurrence
 from .._policies import overlap_decision, pending_after
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._models import (
     TERMINAL_OUTCOMES,
     Claim,
@@ -201,6 +203,9 @@ TriggerWrite: TypeAlias = (
     | Reserve
     | SetPause
     | SetRemoved
+    | SetBackfill
+    | StepBackfill
+    | FloorResumeAfter
 )
 """One write of a decision, applied in order inside the deciding transaction."""
 

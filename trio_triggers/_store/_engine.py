@@ -17,6 +17,8 @@ from .._wake import notify_registered
 from ._bodies import (
     body_active_occurrence,
     body_active_run,
+    body_backfill_step,
+    body_cancel_backfill,
     body_claim_fire,
     body_claim_pending,
     body_clear_active,
@@ -34,6 +36,7 @@ from ._bodies import (
     body_restore_pending,
     body_resume,
     body_set_pending,
+    body_start_backfill,
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
 from ._decision import check_history_limit, check_prune_cutoff
@@ -58,7 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from .._clock import WallClock
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from ._attention import DueRow
     from ._backend import Body, Hint, StoreTx
 
@@ -209,6 +212,64 @@ class EngineStore:
         )
         notify_registered(self)  # its attention may have come: wake this process's schedulers
         return resumed
+
+    # --- backfill (docs/operations.md, "Backfill") ----------------------------------------
+
+    async def start_backfill(
+        self,
+        trigger_id: str,
+        *,
+        start: int,
+        end: int,
+        max_boundaries: int | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> RegisteredTrigger:
+        """Start a backfill of ``trigger_id``'s boundaries in ``[start, end]`` (epoch ms).
+
+        The schedulers carry it out, one boundary per step (:meth:`backfill_step`). Refused
+        with ``invalid_options`` (``path`` names the argument) and nothing written: ``end``
+        before ``start`` or after the store's now or past the schedule's own progress, no
+        boundary in the interval, more than ``max_boundaries`` (default 1 000, at most
+        100 000), a backfill already running. Unknown id: ``unknown_trigger``.
+        """
+        arguments = (start, end, max_boundaries, overlap)
+        started = await self._run(
+            "start_backfill",
+            attending(lambda tx, now: body_start_backfill(tx, trigger_id, arguments, by, now)),
+            now=True,
+        )
+        notify_registered(self)  # its attention has come: wake this process's schedulers
+        return started
+
+    async def cancel_backfill(self, trigger_id: str) -> RegisteredTrigger:
+        """Stop ``trigger_id``'s running backfill (what it fired stays fired); without a
+        running one, change nothing. Unknown id: ``unknown_trigger``."""
+        return await self._run(
+            "cancel_backfill",
+            attending(lambda tx, _: body_cancel_backfill(tx, trigger_id)),
+        )
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        """Take ``occurrence``, the running backfill's next boundary: the ordinary claim
+        (under the backfill's overlap policy) and the progress moved on, in one transaction.
+
+        Not claimed when the boundary is already in the ledger (the progress moves on) or
+        when the step may not run (another step took it first, paused, a buffered occurrence
+        waits: nothing written). Fenced like ``claim_fire`` (``revision_mismatch``,
+        ``trigger_disabled``).
+        """
+        return await self._run(
+            "backfill_step",
+            attending(
+                lambda tx, now: body_backfill_step(
+                    tx, trigger_id, occurrence, expected_revision, now
+                )
+            ),
+            now=True,
+        )
 
     # --- the attention index (docs/store.md, "The attention index") ---------------------
 

@@ -22,11 +22,13 @@ import trio
 from .._clock import SystemWallClock, WallClock
 from ._backend import (
     ATTENTION_COLUMNS,
+    BACKFILL_COLUMNS,
     TRIGGER_COLUMNS,
     AdvanceCursor,
     ClearPendingIf,
     EncodedTrigger,
     EngineStore,
+    FloorResumeAfter,
     Method,
     RawAttention,
     RawDue,
@@ -36,11 +38,13 @@ from ._backend import (
     ReleaseReservation,
     ReplaceHolder,
     Reserve,
+    SetBackfill,
     SetOutcome,
     SetPause,
     SetPending,
     SetRemoved,
     SetRunId,
+    StepBackfill,
     StoreTx,
     TriggerWrite,
     WriteFire,
@@ -316,6 +320,24 @@ class _MemoryTx:
             )
         elif isinstance(write, SetRemoved):
             self._update_trigger(trigger_id, {"removed_at_ms": write.at})
+        elif isinstance(write, SetBackfill):
+            self._update_trigger(
+                trigger_id, dict(zip(BACKFILL_COLUMNS, write.values(), strict=True))
+            )
+        elif isinstance(write, StepBackfill):
+            if row.get("backfill_next_ms") == write.expected:
+                self._update_trigger(
+                    trigger_id,
+                    {
+                        "backfill_next_ms": write.next,
+                        "backfill_done": write.done,
+                        "backfill_state": write.state,
+                    },
+                )
+        elif isinstance(write, FloorResumeAfter):
+            floor = row.get("resume_after_ms")
+            if not isinstance(floor, int) or floor < write.at:
+                self._update_trigger(trigger_id, {"resume_after_ms": write.at})
         elif isinstance(write, SetPause):
             revision = row["revision"]
             if not isinstance(revision, int):

@@ -153,10 +153,10 @@ class AttentionStore(Protocol):
 # --- the method names, declared once -------------------------------------------------------
 #
 # Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
-# bulk registration, or ``pause``/``resume``/``remove``, their operator state), grouped by what its
-# transaction may write; tests/store/test_method_names.py checks that the groups are exactly the
-# protocols' methods. Everything that lists the methods
-# (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
+# bulk registration, or ``pause``/``resume``/``remove`` and the backfill methods, their operator
+# state), grouped by what its transaction may write; tests/store/test_method_names.py checks
+# that the groups are exactly the protocols' methods. Everything that lists the methods (the
+# engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
 # them from here.
 
 ReadMethod = Literal[
@@ -185,6 +185,9 @@ TriggerWriteMethod = Literal[
     "pause",
     "resume",
     "remove",
+    "start_backfill",
+    "cancel_backfill",
+    "backfill_step",
 ]
 """Methods that may write declarations, held state or the ledger."""
 TakeMethod = Literal["due"]
@@ -216,6 +219,8 @@ CLOCK_METHODS: Final[frozenset[str]] = frozenset(
         "pause",
         "resume",
         "remove",
+        "start_backfill",
+        "backfill_step",
     }
 )
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
-from ._codec import ATTENTION_COLUMNS, TRIGGER_COLUMNS, EncodedTrigger
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
+from ._codec import ATTENTION_COLUMNS, BACKFILL_COLUMNS, TRIGGER_COLUMNS, EncodedTrigger
 from ._decision import (
     AdvanceCursor,
     ClearPendingIf,
@@ -71,6 +72,9 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     reserve: str  # (reservation_id, claimed_at, trigger_id)
     set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
     set_removed: str  # (removed_at, trigger_id)
+    set_backfill: str  # (the BACKFILL_COLUMNS values, trigger_id)
+    step_backfill: str  # (next, done, state, trigger_id, expected)
+    floor_resume_after: str  # (at, at, trigger_id)
 
 
 def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
@@ -130,6 +134,19 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             f"resume_after_ms = {p}, revision = revision + 1 WHERE trigger_id = {p}"
         ),
         set_removed=f"UPDATE tt_triggers SET removed_at_ms = {p} WHERE trigger_id = {p}",
+        set_backfill=(
+            "UPDATE tt_triggers SET "
+            + ", ".join(f"{column} = {p}" for column in BACKFILL_COLUMNS)
+            + f" WHERE trigger_id = {p}"
+        ),
+        step_backfill=(
+            f"UPDATE tt_triggers SET backfill_next_ms = {p}, backfill_done = {p}, "
+            f"backfill_state = {p} WHERE trigger_id = {p} AND backfill_next_ms = {p}"
+        ),
+        floor_resume_after=(
+            f"UPDATE tt_triggers SET resume_after_ms = {greatest}(coalesce(resume_after_ms, {p}), "
+            f"{p}) WHERE trigger_id = {p}"
+        ),
     )
 
 
@@ -164,6 +181,18 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
         return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
     if isinstance(write, SetRemoved):
         return sql.set_removed, (write.at, trigger_id)
+    if isinstance(write, SetBackfill):
+        return sql.set_backfill, (*write.values(), trigger_id)
+    if isinstance(write, StepBackfill):
+        return sql.step_backfill, (
+            write.next,
+            write.done,
+            write.state,
+            trigger_id,
+            write.expected,
+        )
+    if isinstance(write, FloorResumeAfter):
+        return sql.floor_resume_after, (write.at, write.at, trigger_id)
     if isinstance(write, SetPause):
         return sql.set_pause, (
             write.paused_at,

@@ -121,6 +121,22 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ALTER TABLE tt_triggers ADD COLUMN removed_at_ms INTEGER",
         ),
     ),
+    (
+        "0008_backfills",
+        (
+            # A trigger's latest backfill (docs/operations.md, "Backfill"): at most one runs.
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_start_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_end_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_next_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_total INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_done INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_bound INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_overlap TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_state TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_created_at_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_by TEXT",
+        ),
+    ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 

@@ -35,7 +35,7 @@ from .._wake import notify_registered
 if TYPE_CHECKING:
     import builtins
 
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from .._ownership import _models as ownership
     from .._ownership._owner import OwnerId
     from .._store._attention import DueRow
@@ -446,6 +446,48 @@ class FaultyTriggerStore(_FaultingBase):
             "resume", self._engine().resume, (trigger_id,), {"point": point}
         )
         notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    async def start_backfill(
+        self,
+        trigger_id: str,
+        *,
+        start: int,
+        end: int,
+        max_boundaries: int | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call(
+            "start_backfill",
+            self._engine().start_backfill,
+            (trigger_id,),
+            {
+                "start": start,
+                "end": end,
+                "max_boundaries": max_boundaries,
+                "overlap": overlap,
+                "by": by,
+            },
+        )
+        notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    async def cancel_backfill(self, trigger_id: str) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call(
+            "cancel_backfill", self._engine().cancel_backfill, (trigger_id,)
+        )
+        return answer
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        answer: Claim = await self._call(
+            "backfill_step",
+            self._engine().backfill_step,
+            (trigger_id, occurrence),
+            {"expected_revision": expected_revision},
+        )
         return answer
 
     @property
