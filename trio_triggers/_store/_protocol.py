@@ -29,6 +29,7 @@ __all__ = [
     "TRIGGER_STORE_METHODS",
     "TRIGGER_WRITE_METHODS",
     "AttentionStore",
+    "BackfillStore",
     "Method",
     "TriggerStore",
     "protocol_methods",
@@ -147,6 +148,21 @@ class AttentionStore(Protocol):
 
     async def holding(self) -> builtins.list[DueRow]:
         """Every row with a holder (a reservation or a run), ordered by id."""
+        ...
+
+
+@runtime_checkable
+class BackfillStore(Protocol):
+    """The step a scheduler takes of a trigger's running backfill (the built-in stores).
+
+    Starting and cancelling one are operator calls (``start_backfill``, ``cancel_backfill``);
+    a scheduler only steps (``docs/operations.md``, "Backfill").
+    """
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        """Claim the backfill's next boundary ``occurrence`` and move its progress on."""
         ...
 
 
