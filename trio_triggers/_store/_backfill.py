@@ -20,7 +20,7 @@ from .._constants import is_safe_integer
 from .._cron import Cron
 from .._declarations import Backfill, Overlap
 from .._errors import TriggerError
-from .._identities import reservation_occurrence
+from .._identities import iso, reservation_occurrence
 
 if TYPE_CHECKING:
     from .._declarations import RegisteredTrigger
@@ -143,7 +143,9 @@ def check_backfill_arguments(
     last = _instant("end", end)
     if last < first:
         raise TriggerError(
-            "invalid_options", f"backfill end {last} is before its start {first}", path="end"
+            "invalid_options",
+            f"backfill end {iso(last)} is before its start {iso(first)}",
+            path="end",
         )
     return first, last, _bound(bound), _overlap(overlap)
 
@@ -182,30 +184,24 @@ def plan_backfill(
 ) -> BackfillPlan:
     """Refuse, or plan the start of a backfill of ``trigger`` over ``[start, end]``.
 
-    Refusals (``invalid_options``, nothing written): a backfill already running; ``end`` in
-    the future (after ``now``); ``end`` past the schedule's own progress (those boundaries are
-    the schedule's to fire, under its catch-up policy); no boundary in the interval; more
-    boundaries than ``bound``.
+    Refusals (``invalid_options``, nothing written), in this order: ``end`` in the future
+    (after ``now``); ``end`` past the schedule's own progress (those boundaries are the
+    schedule's to fire, under its catch-up policy); no boundary in the interval; more
+    boundaries than ``bound``; a backfill already running.
     """
-    current = trigger.backfill
-    if current is not None and current.running:
-        raise TriggerError(
-            "invalid_options",
-            f"trigger {trigger.id} already has a running backfill "
-            f"(cancel it first: backfill {trigger.id} --cancel)",
-            path="backfill",
-        )
     if end > now:
         raise TriggerError(
-            "invalid_options", f"backfill end {end} is in the future (now is {now})", path="end"
+            "invalid_options",
+            f"backfill end {iso(end)} is in the future (now is {iso(now)})",
+            path="end",
         )
     cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
     progress = schedule_progress(trigger, active, registered_at, now, cron)
     if end > progress:
         raise TriggerError(
             "invalid_options",
-            f"backfill end {end} is past the schedule's own progress ({progress}): later "
-            "boundaries are the schedule's to fire under its catch-up policy",
+            f"backfill end {iso(end)} is past the schedule's own progress ({iso(progress)}): "
+            "later boundaries are the schedule's to fire under its catch-up policy",
             path="end",
         )
     boundaries = cron.occurrences_between(start - 1, end, limit=bound + 1)
@@ -219,6 +215,14 @@ def plan_backfill(
             f"the interval holds more than {bound} boundaries (raise the bound, at most "
             f"{BACKFILL_MAX_LIMIT})",
             path="max_boundaries",
+        )
+    current = trigger.backfill
+    if current is not None and current.running:
+        raise TriggerError(
+            "invalid_options",
+            f"trigger {trigger.id} already has a running backfill "
+            f"(cancel it first: backfill {trigger.id} --cancel)",
+            path="backfill",
         )
     backfill = Backfill(
         start=start,

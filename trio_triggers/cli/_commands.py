@@ -35,6 +35,7 @@ from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, R
 from .._ownership._base import RunStoreBase
 from .._scheduler import SchedulerOptions, TriggerSummary, fires, open_scheduler, summaries
 from .._store import FireRecord, HistoryQuery, TriggerStore
+from ._backfill import backfill_command, backfill_line
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
@@ -200,6 +201,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "disable": partial(_set_enabled, enabled=False, remove=False),
         "pause": _pause,
         "resume": _resume,
+        "backfill": _backfill,
         "prune": _prune,
     }
     if command == "history" and args.limit < 1:
@@ -620,6 +622,9 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     for s in rows:
         if s.paused is not None:
             print(f"paused {s.trigger_id} {_pause_text(s.paused, utc=args.utc)}")
+        line = None if s.backfill is None else backfill_line(s.trigger_id, s.backfill, utc=args.utc)
+        if line is not None:
+            print(line)
     return 0
 
 
@@ -1074,6 +1079,13 @@ async def _resume(args: argparse.Namespace, loaded: LoadedConfig | None, db: str
     if not trigger.enabled:
         print(f"note: {trigger.id} is disabled, so nothing fires until it is enabled")
     return 0
+
+
+async def _backfill(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    status, message = await backfill_command(args, loaded, db)
+    if message is not None:
+        raise CliError(message, status)
+    return status
 
 
 async def _prune(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
