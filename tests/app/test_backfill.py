@@ -136,6 +136,32 @@ async def test_a_backfill_before_the_registration_does_not_become_the_schedules_
         assert sorted(await ledger(app)) == [0, 1, 2, 3, 4, 6]
 
 
+async def test_a_listing_scheduler_takes_backfill_steps_at_once(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    # A scheduler without the attention index (options.listing) sleeps until the next boundary
+    # or its poll interval (60 s); a running backfill makes its next tick come at once, as the
+    # index would. Here every boundary is already in the ledger: no run ends to wake it.
+    clock = TrioWallClock(EPOCH + 1_000)
+    options = trio_triggers.SchedulerOptions(listing=True)
+    async with trio_triggers.open_triggers(":memory:", clock=clock, options=options) as app:
+
+        @app.flow
+        async def work(input: Any, run: RunContext) -> None:
+            return None
+
+        await app.schedule("hourly", work, cron="0 * * * *", timezone="UTC")
+        await serving(app, 5 * H / 1000 + 60)  # fires 1H ... 5H
+        assert sorted(await ledger(app)) == [1, 2, 3, 4, 5]
+        await app.backfill("hourly", start=EPOCH + H, end=EPOCH + 5 * H)
+        await serving(app, 5)
+        after = await app.store.get("hourly")
+        assert after is not None
+        assert after.backfill is not None
+        assert (after.backfill.state, after.backfill.done) == ("done", 5)
+        assert sorted(await ledger(app)) == [1, 2, 3, 4, 5]
+
+
 async def test_a_paused_trigger_backfills_nothing_until_resumed(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:

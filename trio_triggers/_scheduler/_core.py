@@ -488,6 +488,9 @@ class Scheduler:
             )
         if trigger.schedulable and next_due is not None:
             upcoming = self._next_occurrence(trigger)
+            backfill = trigger.backfill
+            if backfill is not None and backfill.running and row.pending_at is None:
+                upcoming = self._clock.now_ms()  # its next step is due at once (a listing tick)
             if upcoming is not None:
                 next_due[trigger.id] = upcoming
 
