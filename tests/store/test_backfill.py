@@ -293,3 +293,18 @@ async def test_cancel_stops_it_keeps_its_count_and_allows_a_new_one(env: Env) ->
         2,
         2,
     )
+
+
+async def test_a_cron_edit_re_aligns_the_progress_to_the_new_schedule(env: Env) -> None:
+    store = await ten_hours_in(env)
+    await store.start_backfill("daily", start=H, end=4 * H)  # hourly: next H
+    edited = await store.register(hourly(cron="30 * * * *"))  # now at half past
+    realigned = await store.backfill_step("daily", H, expected_revision=edited.revision)
+    assert not realigned.claimed  # H is no boundary any more: nothing claimed, nothing fired
+    assert H not in [item.occurrence for item in (await store.history()).items]
+    after = await store.get("daily")
+    assert after is not None
+    assert after.backfill is not None
+    assert (after.backfill.next, after.backfill.done) == (H + H // 2, 0)
+    claim = await store.backfill_step("daily", H + H // 2, expected_revision=edited.revision)
+    assert claim.claimed

@@ -262,12 +262,22 @@ def may_step(
     return backfill
 
 
-def plan_step(backfill: Backfill, cron: Cron) -> StepBackfill:
-    """The progress write of the step that takes ``backfill.next``."""
+def plan_step(backfill: Backfill, cron: Cron) -> tuple[bool, StepBackfill]:
+    """Whether the step claims ``backfill.next``, and its progress write.
+
+    A backfill follows the trigger's schedule as it is at each step: after an edit of the cron
+    (or its zone) its progress may not be a boundary any more, and the step then only
+    re-aligns it to the first boundary of the current schedule after it, claiming nothing.
+    """
     taken = backfill.next
     assert taken is not None  # may_step guarantees it
     following = cron.next(taken)
-    done = backfill.done + 1
+    if cron.previous_at_or_before(taken) != taken:
+        return False, _progress(backfill, taken, following, backfill.done)
+    return True, _progress(backfill, taken, following, backfill.done + 1)
+
+
+def _progress(backfill: Backfill, taken: int, following: int, done: int) -> StepBackfill:
     if following > backfill.end:
         return StepBackfill(expected=taken, next=None, done=done, state="done")
     return StepBackfill(expected=taken, next=following, done=done, state="running")

@@ -560,7 +560,8 @@ def body_backfill_step(
     The claim is the ordinary one (``decide``) under the backfill's overlap policy, so a
     boundary already in the ledger is passed over (answered not claimed, the progress still
     moves). A step whose boundary is not the backfill's progress (another scheduler took it),
-    or that may not run now (paused, an occurrence buffered), writes nothing.
+    or that may not run now (paused, an occurrence buffered), writes nothing; one whose
+    progress is no boundary of the current schedule (the cron was edited) re-aligns it.
     """
     occurrence = check_occurrence(occurrence)
     state, existing = _state_with_fire(tx, trigger_id, occurrence)
@@ -571,7 +572,11 @@ def body_backfill_step(
         return Claim(claimed=False)
     if backfill.overlap is not None:
         state = msgspec.structs.replace(state, overlap=backfill.overlap)
-    advance = plan_step(backfill, Cron.parse(current.cron, current.timezone, now=now))
-    claim = _claim(tx, trigger_id, state, occurrence, expected_revision, False, now, existing)
+    boundary, advance = plan_step(backfill, Cron.parse(current.cron, current.timezone, now=now))
+    claim = (
+        _claim(tx, trigger_id, state, occurrence, expected_revision, False, now, existing)
+        if boundary
+        else Claim(claimed=False)
+    )
     tx.apply(trigger_id, advance)
     return claim
