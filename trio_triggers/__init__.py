@@ -58,6 +58,8 @@ from ._cron import (
     host_timezone as host_timezone,
 )
 from ._declarations import (
+    Backfill as Backfill,
+    BackfillState as BackfillState,
     CatchUp as CatchUp,
     Overlap as Overlap,
     Pause as Pause,
@@ -247,6 +249,8 @@ __all__ = [
     "AlreadyApplied",
     "AlreadyClaimed",
     "AlreadyRequested",
+    "Backfill",
+    "BackfillState",
     "CancelAcknowledgement",
     "CancelRequest",
     "CancelRequested",

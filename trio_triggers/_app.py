@@ -36,7 +36,13 @@ from ._groups import one_exception
 from ._identities import BOUNDARY_STAMP_LENGTH, idempotency_key
 from ._json import JsonValue
 from ._local_runner import FlowFn, LocalRunner
-from ._operations import operator_name, pause_trigger, resume_trigger
+from ._operations import (
+    backfill_trigger,
+    cancel_backfill,
+    operator_name,
+    pause_trigger,
+    resume_trigger,
+)
 from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
 from ._ownership._models import AlreadyRequested, CancelRequested, NotFound, Terminal
@@ -334,6 +340,41 @@ class Triggers:
         return await self._scheduler.fire(
             trigger_id, key=key, input=input, overlap=overlap, by=by or operator_name()
         )
+
+    async def backfill(
+        self,
+        trigger_id: str,
+        *,
+        start: int,
+        end: int,
+        max_boundaries: int | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> RegisteredTrigger:
+        """Fire ``trigger_id``'s own boundaries in ``[start, end]`` (epoch ms), in order.
+
+        Starts a durable backfill (:class:`~trio_triggers.Backfill`, on the answer's
+        ``backfill``) that the schedulers carry out one boundary at a time, each launched with
+        its scheduled idempotency key; a boundary already in the ledger is passed over. Its
+        boundaries are claimed under ``overlap`` (default: the trigger's policy; ``buffer-one``
+        runs them one after another). At most ``max_boundaries`` (default 1 000, at most
+        100 000). ``end`` may not be in the future nor past the schedule's own progress. It
+        waits while the trigger is paused or disabled. Refusals are typed errors
+        (``TriggerError``) with nothing written (docs/operations.md, "Backfill").
+        """
+        return await backfill_trigger(
+            self._store,
+            trigger_id,
+            start=start,
+            end=end,
+            max_boundaries=max_boundaries,
+            overlap=overlap,
+            by=by,
+        )
+
+    async def cancel_backfill(self, trigger_id: str) -> RegisteredTrigger:
+        """Stop ``trigger_id``'s running backfill (what it fired stays fired)."""
+        return await cancel_backfill(self._store, trigger_id)
 
     # --- serving -----------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ from ._errors import TriggerError
 from ._json import JsonValue, JsonValueError, copy_json
 
 __all__ = [
+    "Backfill",
+    "BackfillState",
     "CatchUp",
     "Overlap",
     "Pause",
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 Overlap = Literal["skip", "buffer-one", "supersede"]
+BackfillState = Literal["running", "done", "cancelled"]
 CatchUp = Literal["none", "one", "all"]
 
 _OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer-one", "supersede")
@@ -110,6 +113,34 @@ class Pause(msgspec.Struct, frozen=True, kw_only=True):
     by: str | None = None
 
 
+class Backfill(msgspec.Struct, frozen=True, kw_only=True):
+    """A backfill of a trigger: its own boundaries in ``[start, end]``, fired in order.
+
+    Operator state kept with the trigger (``docs/operations.md``, "Backfill"), so it survives
+    a crash and any scheduler carries it on. ``next`` is its progress: the next boundary to
+    take (``None`` once ``done`` or ``cancelled``); ``done`` counts the boundaries taken, of
+    ``total``; ``bound`` is the most it was allowed; ``overlap`` the policy its boundaries are
+    claimed under (``None``: the trigger's own). ``created_at`` is the store's clock at the
+    start, ``by`` who started it.
+    """
+
+    start: int
+    end: int
+    next: int | None
+    total: int
+    done: int = 0
+    bound: int
+    overlap: Overlap | None = None
+    state: BackfillState = "running"
+    created_at: int
+    by: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether boundaries remain to take (the state is ``running``)."""
+        return self.state == "running" and self.next is not None
+
+
 class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     """A trigger as a store holds it: the declaration plus ``revision`` and the fire cursor.
 
@@ -118,7 +149,8 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     advances it). ``paused`` is the operator's pause (``None`` unless paused), and
     ``resume_after`` the instant a ``resume`` from ``"now"`` skipped everything up to: no
     occurrence at or before it is owed. ``removed_at`` is when ``remove`` retired it (it is
-    then disabled; a registration that enables it again clears the mark).
+    then disabled; a registration that enables it again clears the mark). ``backfill`` is
+    the trigger's latest backfill (running, done or cancelled; ``None`` if it never had one).
     """
 
     revision: int
@@ -126,6 +158,7 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     paused: Pause | None = None
     resume_after: int | None = None
     removed_at: int | None = None
+    backfill: Backfill | None = None
 
     @property
     def schedulable(self) -> bool:

@@ -1,8 +1,9 @@
-"""Operator state on any built-in trigger store: pause and resume (``docs/operations.md``).
+"""Operator state on any built-in trigger store: pause, resume, remove and backfill
+(``docs/operations.md``).
 
-The library call (:meth:`trio_triggers.Triggers.pause`) and the CLI verbs (``pause``,
-``resume``) both come through here, so they refuse a store without operator state the same way
-and name the operator the same way.
+The library calls (:meth:`trio_triggers.Triggers.pause`, ...) and the CLI verbs (``pause``,
+``resume``, ``backfill``) all come through here, so they refuse a store without operator state
+the same way and name the operator the same way.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from ._errors import TriggerError
 from ._store._engine import EngineStore
 
 if TYPE_CHECKING:
-    from ._declarations import RegisteredTrigger
+    from ._declarations import Overlap, RegisteredTrigger
     from ._store import Resumed, ResumePoint, TriggerStore
 
-__all__ = ["operator_name", "pause_trigger", "remove_trigger", "resume_trigger"]
+__all__ = [
+    "backfill_trigger",
+    "cancel_backfill",
+    "operator_name",
+    "pause_trigger",
+    "remove_trigger",
+    "resume_trigger",
+]
 
 
 def operator_name() -> str:
@@ -34,7 +42,8 @@ def _engine(store: TriggerStore) -> EngineStore:
     if not isinstance(store, EngineStore):
         raise TriggerError(
             "invalid_options",
-            f"{type(store).__name__} keeps no operator state: pause and resume need one of "
+            f"{type(store).__name__} keeps no operator state: pause, resume and backfill need "
+            "one of "
             "the built-in stores (memory, SQLite, PostgreSQL)",
         )
     return store
@@ -55,3 +64,30 @@ async def resume_trigger(store: TriggerStore, trigger_id: str, *, point: ResumeP
 async def remove_trigger(store: TriggerStore, trigger_id: str) -> RegisteredTrigger:
     """Retire ``trigger_id`` on ``store``: disabled and marked removed, history kept."""
     return await _engine(store).remove(trigger_id)
+
+
+async def backfill_trigger(
+    store: TriggerStore,
+    trigger_id: str,
+    *,
+    start: int,
+    end: int,
+    max_boundaries: int | None = None,
+    overlap: Overlap | None = None,
+    by: str | None = None,
+) -> RegisteredTrigger:
+    """Start a backfill of ``trigger_id`` on ``store`` (``by`` defaults to
+    :func:`operator_name`); the schedulers carry it out."""
+    return await _engine(store).start_backfill(
+        trigger_id,
+        start=start,
+        end=end,
+        max_boundaries=max_boundaries,
+        overlap=overlap,
+        by=by or operator_name(),
+    )
+
+
+async def cancel_backfill(store: TriggerStore, trigger_id: str) -> RegisteredTrigger:
+    """Stop ``trigger_id``'s running backfill on ``store`` (none running: no change)."""
+    return await _engine(store).cancel_backfill(trigger_id)

@@ -31,6 +31,7 @@ async def migrate_both(dsn: str) -> None:
             "0005_attention",
             "0006_operator_state",
             "0007_missed_counts",
+            "0008_backfills",
             "0009_manual_fires",
         ]
         assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == [

@@ -173,6 +173,7 @@ async def test_stores_opening_together_migrate_once(postgres_dsn: str) -> None:
         ("0005_attention",),
         ("0006_operator_state",),
         ("0007_missed_counts",),
+        ("0008_backfills",),
         ("0009_manual_fires",),
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),

@@ -68,7 +68,9 @@ _TRIGGER_COLUMNS = (
     "trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up, max_catch_up, "
     "enabled, revision, last_fired_at_ms, pending_at_ms, active_run_id, active_claimed_at_ms, "
     "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms, "
-    "missed_overlap, missed_catch_up, missed_catch_up_bound, missed_paused"
+    "missed_overlap, missed_catch_up, missed_catch_up_bound, missed_paused, "
+    "backfill_start_ms, backfill_end_ms, backfill_next_ms, backfill_total, backfill_done, "
+    "backfill_bound, backfill_overlap, backfill_state, backfill_created_at_ms, backfill_by"
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

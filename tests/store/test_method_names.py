@@ -26,7 +26,16 @@ from trio_triggers.testing._faults import TRIGGER_STORE_READS
 from trio_triggers.testing._invariants import _WRITES
 
 #: Methods of the built-in stores that no protocol declares (bulk registration, operator state).
-EXTRAS = {"register_many", "pause", "resume", "remove", "claim_manual"}
+EXTRAS = {
+    "register_many",
+    "pause",
+    "resume",
+    "remove",
+    "claim_manual",
+    "start_backfill",
+    "cancel_backfill",
+    "backfill_step",
+}
 
 
 def public_methods(cls: type) -> set[str]:

@@ -38,6 +38,7 @@ NAMES = [
     "0005_attention",
     "0006_operator_state",
     "0007_missed_counts",
+    "0008_backfills",
     "0009_manual_fires",
 ]
 

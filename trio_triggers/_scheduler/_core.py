@@ -47,7 +47,7 @@ from .._store._models import (
     Outcome,
     Result,
 )
-from .._store._protocol import AttentionStore, TriggerStore
+from .._store._protocol import AttentionStore, BackfillStore, TriggerStore
 from .._watch import Published, Watched
 from ._hook import NO_HOOK, SchedulerHook
 from ._options import SchedulerOptions, Settings, validate_options, validate_poll_interval
@@ -621,6 +621,9 @@ class Scheduler:
             )
         if trigger.schedulable and next_due is not None:
             upcoming = self._next_occurrence(trigger)
+            backfill = trigger.backfill
+            if backfill is not None and backfill.running and row.pending_at is None:
+                upcoming = self._clock.now_ms()  # its next step is due at once (a listing tick)
             if upcoming is not None:
                 next_due[trigger.id] = upcoming
 
@@ -693,6 +696,34 @@ class Scheduler:
             self._observe(trigger.id, due.watermark)
         elif dispatched is not None:
             self._observe(trigger.id, dispatched)
+        await self._backfill_step(trigger)
+
+    async def _backfill_step(self, trigger: RegisteredTrigger) -> None:
+        """One step of the trigger's running backfill (docs/operations.md, "Backfill").
+
+        After the schedule's own occurrences, so that a backfill never takes a boundary's
+        place. The store decides the step in one transaction (the ordinary claim under the
+        backfill's overlap policy, and the progress moved on); a step another scheduler took
+        first is answered not claimed. A fenced step is left to the next tick, which reads the
+        row again.
+        """
+        backfill = trigger.backfill
+        store = self._store
+        if backfill is None or backfill.next is None or not backfill.running:
+            return
+        if not isinstance(store, BackfillStore):
+            return
+        occurrence = backfill.next
+        try:
+            claim = await store.backfill_step(
+                trigger.id, occurrence, expected_revision=trigger.revision
+            )
+        except TriggerError as err:
+            if err.code in ("revision_mismatch", "trigger_disabled"):
+                return
+            raise
+        if claim.claimed:
+            await self._dispatch_claimed(trigger, occurrence, claim)
 
     def _watermark_of(self, trigger: RegisteredTrigger, now: int) -> int | None:
         """The watermark ``due_occurrences`` counts from (§6.1's ``observed``).
@@ -996,9 +1027,13 @@ class Scheduler:
                         await gate.wait()
                     await self._record(end_result(trigger.id, occurrence, run_id, state))
                     completed = True
-                    if trigger.overlap == "buffer-one" or trigger.id in self._wake_after_end:
+                    if (
+                        trigger.overlap == "buffer-one"
+                        or trigger.id in self._wake_after_end
+                        or (trigger.backfill is not None and trigger.backfill.running)
+                    ):
                         self._wake_after_end.discard(trigger.id)
-                        self.wake()  # a buffered occurrence may now be owed
+                        self.wake()  # a buffered occurrence (or a backfill's) may now be owed
                 except TriggerError as err:
                     await self._handle_launch_failure(
                         err,

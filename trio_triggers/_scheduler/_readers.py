@@ -14,7 +14,7 @@ import msgspec
 
 from .. import _instrument as instrument
 from .._constants import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from .._declarations import Pause
+from .._declarations import Backfill, Pause
 from .._identities import is_reservation
 from .._policies import next_occurrences
 from .._store._models import HistoryPage, HistoryQuery, MissedCounts
@@ -50,6 +50,8 @@ class TriggerSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     """The operator's pause (``None`` unless paused): since when, the note, by whom."""
     removed_at: int | None = None
     """When ``remove`` retired it (``None`` unless removed; it is then disabled too)."""
+    backfill: Backfill | None = None
+    """Its latest backfill (running, done or cancelled; ``None`` if it never had one)."""
 
 
 async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummary]:
@@ -88,6 +90,7 @@ async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummar
                     scheduler_last_tick=heartbeat.ticked_at if heartbeat is not None else None,
                     paused=trigger.paused,
                     removed_at=trigger.removed_at,
+                    backfill=trigger.backfill,
                 )
             )
         return answer

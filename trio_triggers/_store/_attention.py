@@ -18,7 +18,10 @@ attention at the earliest of:
   not paused;
 * **its reservation's lease expiry** (``active_claimed_at_ms + RESERVATION_LEASE_MS``; at once
   for a reservation without a claim time), enabled or not: the lease is then enforced and the
-  occurrence re-armed.
+  occurrence re-armed;
+* **its running backfill's next boundary** (``backfill_next_ms``, a past instant: at once),
+  while nothing waits in the pending slot (the backfill waits behind a buffered occurrence).
+  Only while enabled and not paused.
 
 ``None`` means no tick has work for the row until a write changes it (a disabled trigger that
 holds nothing, or holds a run: held runs are found by the recovery sweep, ``holding``).
@@ -66,6 +69,7 @@ class AttentionInputs(msgspec.Struct, frozen=True, kw_only=True):
     registered_at: int | None
     paused: bool = False
     resume_after: int | None = None
+    backfill_next: int | None = None
 
 
 def parsed_cron(expression: str, timezone: str | None) -> Cron | None:
@@ -93,6 +97,8 @@ def attention_at(row: AttentionInputs) -> int | None:
     if row.enabled and not row.paused:
         if row.pending_at is not None and (row.active is None or row.overlap == "supersede"):
             candidates.append(row.pending_at)
+        if row.backfill_next is not None and row.pending_at is None:
+            candidates.append(row.backfill_next)  # a past boundary: at once
         base = row.last_fired_at
         # A manual fire's reservation holds no boundary: it is no base (it never moves the
         # cursor either, docs/operations.md).

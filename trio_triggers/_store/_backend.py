@@ -44,8 +44,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._attention import UNKNOWN
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._codec import (
     ATTENTION_COLUMNS,
+    BACKFILL_COLUMNS,
     MISSED_COLUMNS,
     STATE_COLUMNS,
     TRIGGER_COLUMNS,
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATTENTION_COLUMNS",
+    "BACKFILL_COLUMNS",
     "CLOCK_METHODS",
     "MISSED_COLUMNS",
     "READ_ONLY_METHODS",
@@ -96,6 +99,7 @@ __all__ = [
     "CountMissed",
     "EncodedTrigger",
     "EngineStore",
+    "FloorResumeAfter",
     "Hint",
     "Method",
     "RawAttention",
@@ -108,12 +112,14 @@ __all__ = [
     "ReleaseReservation",
     "ReplaceHolder",
     "Reserve",
+    "SetBackfill",
     "SetOutcome",
     "SetPause",
     "SetPending",
     "SetRemoved",
     "SetRunId",
     "Statement",
+    "StepBackfill",
     "StoreTx",
     "TriggerSql",
     "TriggerWrite",

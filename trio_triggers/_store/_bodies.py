@@ -18,7 +18,16 @@ from .._cron import Cron
 from .._errors import TriggerError
 from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
 from .._json import decode_json
+from ._backfill import (
+    SetBackfill,
+    cancel_backfill,
+    check_backfill_arguments,
+    may_step,
+    plan_backfill,
+    plan_step,
+)
 from ._codec import (
+    ATTENTION_COLUMNS,
     EncodedTrigger,
     TriggerState,
     check_occurrence,
@@ -87,6 +96,8 @@ if TYPE_CHECKING:
 __all__ = [
     "body_active_occurrence",
     "body_active_run",
+    "body_backfill_step",
+    "body_cancel_backfill",
     "body_claim_fire",
     "body_claim_manual",
     "body_claim_pending",
@@ -105,6 +116,7 @@ __all__ = [
     "body_restore_pending",
     "body_resume",
     "body_set_pending",
+    "body_start_backfill",
     "missed_of",
 ]
 
@@ -666,3 +678,93 @@ def body_remove(tx: StoreTx, trigger_id: str, now: int) -> RegisteredTrigger:
     if current.removed_at is None:
         tx.apply(trigger_id, SetRemoved(at=now))
     return _registered(tx, trigger_id)
+
+
+# --- operator state: backfill (docs/operations.md, "Backfill") --------------------------------
+
+_REGISTERED_AT = ATTENTION_COLUMNS.index("registered_at_ms")
+
+
+def _registered_at(tx: StoreTx, trigger_id: str) -> int | None:
+    rows = tx.attention_inputs([trigger_id])
+    value = rows[0][_REGISTERED_AT] if rows else None
+    return int(value) if is_int(value) else None  # type: ignore[call-overload]
+
+
+def body_start_backfill(
+    tx: StoreTx,
+    trigger_id: str,
+    arguments: tuple[object, object, object, object],
+    by: str | None,
+    now: int,
+) -> RegisteredTrigger:
+    """Start a backfill of ``trigger_id``: refused (nothing written) or written whole."""
+    start, end, bound, overlap = check_backfill_arguments(*arguments)
+    check_text(by, "by")
+    state = _state(tx, trigger_id)  # (locks the row on a server)
+    current = _registered(tx, trigger_id)
+    plan = plan_backfill(
+        current,
+        active=state.active,
+        registered_at=_registered_at(tx, trigger_id),
+        start=start,
+        end=end,
+        bound=bound,
+        overlap=overlap,
+        by=by,
+        now=now,
+    )
+    tx.apply(trigger_id, SetBackfill(backfill=plan.backfill))
+    if plan.floor is not None:
+        tx.apply(trigger_id, plan.floor)
+    return _registered(tx, trigger_id)
+
+
+def body_cancel_backfill(tx: StoreTx, trigger_id: str) -> RegisteredTrigger:
+    """Cancel ``trigger_id``'s running backfill; without one, change nothing."""
+    _state(tx, trigger_id)  # (locks the row on a server)
+    current = _registered(tx, trigger_id)
+    backfill = current.backfill
+    if backfill is None or not backfill.running:
+        return current
+    tx.apply(trigger_id, cancel_backfill(backfill))
+    return _registered(tx, trigger_id)
+
+
+def body_backfill_step(
+    tx: StoreTx, trigger_id: str, occurrence: int, expected_revision: int, now: int
+) -> Counted[Claim]:
+    """One step of ``trigger_id``'s backfill: claim ``occurrence`` and move the progress on.
+
+    The claim is the ordinary one (``decide``) under the backfill's overlap policy, so a
+    boundary already in the ledger is passed over (answered not claimed, the progress still
+    moves). A step whose boundary is not the backfill's progress (another scheduler took it),
+    or that may not run now (paused, an occurrence buffered), writes nothing; one whose
+    progress is no boundary of the current schedule (the cron was edited) re-aligns it.
+    """
+    occurrence = check_occurrence(occurrence)
+    state, existing = _state_with_fire(tx, trigger_id, occurrence)
+    _refuse(trigger_id, state, expected_revision)
+    current = _registered(tx, trigger_id)
+    backfill = may_step(current, occurrence, pending=state.pending)
+    if backfill is None:
+        return Claim(claimed=False), None
+    boundary, advance = plan_step(backfill, Cron.parse(current.cron, current.timezone, now=now))
+    counted: Counted[Claim] = (
+        _claim(
+            tx,
+            trigger_id,
+            state,
+            occurrence,
+            expected_revision,
+            False,
+            now,
+            existing,
+            # the backfill's policy decides the overlap of this claim only (step 4)
+            overlap_override=backfill.overlap,
+        )
+        if boundary
+        else (Claim(claimed=False), None)
+    )
+    tx.apply(trigger_id, advance)
+    return counted

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from .._constants import MAX_OCCURRENCES, is_safe_integer
-from .._declarations import CatchUp, Overlap, Pause, RegisteredTrigger, Trigger
+from .._declarations import (
+    Backfill,
+    BackfillState,
+    CatchUp,
+    Overlap,
+    Pause,
+    RegisteredTrigger,
+    Trigger,
+)
 from .._errors import TriggerError
 from .._json import decode_json, encode_input
 from ._attention import DueRow
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTENTION_AT",
     "ATTENTION_COLUMNS",
+    "BACKFILL_COLUMNS",
     "MISSED_COLUMNS",
     "REGISTERED_AT",
     "STATE_COLUMNS",
@@ -53,9 +62,23 @@ __all__ = [
     "write_failed",
 ]
 
-#: The counter columns of ``tt_triggers``, in :data:`MISSED_REASONS` order (the last four of
-#: :data:`TRIGGER_COLUMNS`); never reset by a registration.
+#: The counter columns of ``tt_triggers``, in :data:`MISSED_REASONS` order (in
+#: :data:`TRIGGER_COLUMNS` after the operator state); never reset by a registration.
 MISSED_COLUMNS: Final = tuple(f"missed_{reason}" for reason in MISSED_REASONS)
+#: The columns of a trigger's latest backfill, in :class:`~trio_triggers.Backfill` field order.
+BACKFILL_COLUMNS: Final = (
+    "backfill_start_ms",
+    "backfill_end_ms",
+    "backfill_next_ms",
+    "backfill_total",
+    "backfill_done",
+    "backfill_bound",
+    "backfill_overlap",
+    "backfill_state",
+    "backfill_created_at_ms",
+    "backfill_by",
+)
+
 #: The columns of ``tt_triggers`` in the order :class:`RawTrigger` carries them.
 TRIGGER_COLUMNS: Final = (
     "trigger_id",
@@ -80,6 +103,8 @@ TRIGGER_COLUMNS: Final = (
     "removed_at_ms",
     # occurrences that will never run, by reason
     *MISSED_COLUMNS,
+    # the trigger's latest backfill (migration 0008_backfills)
+    *BACKFILL_COLUMNS,
 )
 #: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
 STATE_COLUMNS: Final = (
@@ -106,6 +131,7 @@ ATTENTION_COLUMNS: Final = (
     "registered_at_ms",
     "paused_at_ms",
     "resume_after_ms",
+    "backfill_next_ms",
     "attention_at_ms",
 )
 
@@ -189,6 +215,41 @@ def _pause(at: object, note: object, by: object) -> Pause | None:
     return Pause(at=since, note=_opt_text(note, "pause_note"), by=_opt_text(by, "paused_by"))
 
 
+_BACKFILL_STATES: Final = ("running", "done", "cancelled")
+
+
+def _backfill_state(value: object) -> BackfillState:
+    for choice in _BACKFILL_STATES:
+        if value == choice:
+            return choice
+    raise RowDecodeError("column backfill_state must be running, done or cancelled")
+
+
+def _backfill(raw: tuple[object, ...]) -> Backfill | None:
+    (start, end, following, total, done, bound, overlap, state, created_at, by) = raw
+    if state is None:
+        return None
+
+    def required(value: object, column: str) -> int:
+        found = _opt_int(value, column)
+        if found is None:
+            raise RowDecodeError(f"column {column} must be an integer")
+        return found
+
+    return Backfill(
+        start=required(start, "backfill_start_ms"),
+        end=required(end, "backfill_end_ms"),
+        next=_opt_int(following, "backfill_next_ms"),
+        total=required(total, "backfill_total"),
+        done=required(done, "backfill_done"),
+        bound=required(bound, "backfill_bound"),
+        overlap=None if overlap is None else _overlap(overlap),
+        state=_backfill_state(state),
+        created_at=required(created_at, "backfill_created_at_ms"),
+        by=_opt_text(by, "backfill_by"),
+    )
+
+
 def _overlap(value: object) -> Overlap:
     for choice in _OVERLAPS:
         if value == choice:
@@ -230,8 +291,9 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         paused_by,
         resume_after,
         removed_at,
-        *_missed,
+        *rest,
     ) = raw
+    backfill = rest[len(MISSED_COLUMNS) :]  # after the counters (read by _missed)
     if not isinstance(input_json, str):
         raise RowDecodeError("column input_json must be text")
     try:
@@ -262,6 +324,7 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         paused=_pause(paused_at, pause_note, paused_by),
         resume_after=_opt_int(resume_after, "resume_after_ms"),
         removed_at=_opt_int(removed_at, "removed_at_ms"),
+        backfill=_backfill(tuple(backfill)),
     )
     held = Held(
         active_run_id=_opt_text(active_run_id, "active_run_id"),
@@ -392,7 +455,7 @@ def encode_trigger(trigger: Trigger) -> EncodedTrigger:
 # --- listing and due rows ------------------------------------------------------------------
 
 
-_MISSED_AT = len(TRIGGER_COLUMNS) - len(MISSED_COLUMNS)
+_MISSED_AT = TRIGGER_COLUMNS.index(MISSED_COLUMNS[0])
 
 
 def _missed(raw: RawTrigger) -> MissedCounts:

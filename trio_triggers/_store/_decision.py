@@ -11,7 +11,8 @@ dictionary update:
 
 * ledger writes: :class:`SetOutcome`, :class:`SetRunId`, :class:`WriteFire`;
 * trigger writes: :class:`ReleaseReservation`, :class:`ReplaceHolder`, :class:`AdvanceCursor`,
-  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`;
+  :class:`SetPending`, :class:`ClearPendingIf`, :class:`Reserve`; operator state:
+  :class:`SetPause`, :class:`SetRemoved`, and a backfill's writes (:mod:`._backfill`);
 * counter writes: :class:`CountMissed` (occurrences that will never run, by reason), pushed by
   the decision that gives them up (:func:`decide`, :func:`lease`, :func:`slot_displaced`).
 """
@@ -27,6 +28,7 @@ from .._declarations import Overlap
 from .._errors import TriggerError
 from .._identities import is_reservation, reservation_occurrence
 from .._policies import overlap_decision, pending_after
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._models import (
     TERMINAL_OUTCOMES,
     Claim,
@@ -240,6 +242,9 @@ TriggerWrite: TypeAlias = (
     | SetPause
     | SetRemoved
     | CountMissed
+    | SetBackfill
+    | StepBackfill
+    | FloorResumeAfter
 )
 """One write of a decision, applied in order inside the deciding transaction."""
 

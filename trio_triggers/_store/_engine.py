@@ -21,6 +21,8 @@ from .._wake import notify_registered
 from ._bodies import (
     body_active_occurrence,
     body_active_run,
+    body_backfill_step,
+    body_cancel_backfill,
     body_claim_fire,
     body_claim_manual,
     body_claim_pending,
@@ -39,6 +41,7 @@ from ._bodies import (
     body_restore_pending,
     body_resume,
     body_set_pending,
+    body_start_backfill,
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
 from ._decision import CountMissed, check_history_limit, check_manual_key, check_prune_cutoff
@@ -285,6 +288,66 @@ class EngineStore:
         )
         report_missed(trigger_id, missed)  # a buffered fire may push a boundary out of the slot
         return fired
+
+    # --- backfill (docs/operations.md, "Backfill") ----------------------------------------
+
+    async def start_backfill(
+        self,
+        trigger_id: str,
+        *,
+        start: int,
+        end: int,
+        max_boundaries: int | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> RegisteredTrigger:
+        """Start a backfill of ``trigger_id``'s boundaries in ``[start, end]`` (epoch ms).
+
+        The schedulers carry it out, one boundary per step (:meth:`backfill_step`). Refused
+        with ``invalid_options`` (``path`` names the argument) and nothing written: ``end``
+        before ``start`` or after the store's now or past the schedule's own progress, no
+        boundary in the interval, more than ``max_boundaries`` (default 1 000, at most
+        100 000), a backfill already running. Unknown id: ``unknown_trigger``.
+        """
+        arguments = (start, end, max_boundaries, overlap)
+        started = await self._run(
+            "start_backfill",
+            attending(lambda tx, now: body_start_backfill(tx, trigger_id, arguments, by, now)),
+            now=True,
+        )
+        notify_registered(self)  # its attention has come: wake this process's schedulers
+        return started
+
+    async def cancel_backfill(self, trigger_id: str) -> RegisteredTrigger:
+        """Stop ``trigger_id``'s running backfill (what it fired stays fired); without a
+        running one, change nothing. Unknown id: ``unknown_trigger``."""
+        return await self._run(
+            "cancel_backfill",
+            attending(lambda tx, _: body_cancel_backfill(tx, trigger_id)),
+        )
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        """Take ``occurrence``, the running backfill's next boundary: the ordinary claim
+        (under the backfill's overlap policy) and the progress moved on, in one transaction.
+
+        Not claimed when the boundary is already in the ledger (the progress moves on) or
+        when the step may not run (another step took it first, paused, a buffered occurrence
+        waits: nothing written). Fenced like ``claim_fire`` (``revision_mismatch``,
+        ``trigger_disabled``).
+        """
+        claim, missed = await self._run(
+            "backfill_step",
+            attending(
+                lambda tx, now: body_backfill_step(
+                    tx, trigger_id, occurrence, expected_revision, now
+                )
+            ),
+            now=True,
+        )
+        report_missed(trigger_id, missed)  # a step is a claim: it may count what it gives up
+        return claim
 
     # --- the attention index (docs/store.md, "The attention index") ---------------------
 

@@ -80,6 +80,7 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         registered_at,
         paused_at,
         resume_after,
+        backfill_next,
         _attention,
     ) = raw
     if not isinstance(cron, str) or not isinstance(overlap, str):
@@ -96,6 +97,7 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         registered_at=registered_at if is_int(registered_at) else None,  # type: ignore[arg-type]
         paused=paused_at is not None,
         resume_after=resume_after if is_int(resume_after) else None,  # type: ignore[arg-type]
+        backfill_next=backfill_next if is_int(backfill_next) else None,  # type: ignore[arg-type]
     )
 
 

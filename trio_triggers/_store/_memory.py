@@ -22,6 +22,7 @@ import trio
 from .._clock import SystemWallClock, WallClock
 from ._backend import (
     ATTENTION_COLUMNS,
+    BACKFILL_COLUMNS,
     MISSED_COLUMNS,
     TRIGGER_COLUMNS,
     AdvanceCursor,
@@ -29,6 +30,7 @@ from ._backend import (
     CountMissed,
     EncodedTrigger,
     EngineStore,
+    FloorResumeAfter,
     Method,
     RawAttention,
     RawDue,
@@ -40,11 +42,13 @@ from ._backend import (
     ReleaseReservation,
     ReplaceHolder,
     Reserve,
+    SetBackfill,
     SetOutcome,
     SetPause,
     SetPending,
     SetRemoved,
     SetRunId,
+    StepBackfill,
     StoreTx,
     TriggerWrite,
     WriteFire,
@@ -367,8 +371,31 @@ class _MemoryTx:
                     for column, count in zip(MISSED_COLUMNS, added, strict=True)
                 },
             )
-        elif isinstance(write, SetRemoved):
+        else:
+            self._apply_operator(trigger_id, row, write)
+
+    def _apply_operator(self, trigger_id: str, row: _Row, write: TriggerWrite) -> None:
+        """The operator-state writes (pause, remove, backfill) of :meth:`apply`."""
+        if isinstance(write, SetRemoved):
             self._update_trigger(trigger_id, {"removed_at_ms": write.at})
+        elif isinstance(write, SetBackfill):
+            self._update_trigger(
+                trigger_id, dict(zip(BACKFILL_COLUMNS, write.values(), strict=True))
+            )
+        elif isinstance(write, StepBackfill):
+            if row.get("backfill_next_ms") == write.expected:
+                self._update_trigger(
+                    trigger_id,
+                    {
+                        "backfill_next_ms": write.next,
+                        "backfill_done": write.done,
+                        "backfill_state": write.state,
+                    },
+                )
+        elif isinstance(write, FloorResumeAfter):
+            floor = row.get("resume_after_ms")
+            if not isinstance(floor, int) or floor < write.at:
+                self._update_trigger(trigger_id, {"resume_after_ms": write.at})
         elif isinstance(write, SetPause):
             revision = row["revision"]
             if not isinstance(revision, int):

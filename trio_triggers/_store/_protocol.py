@@ -30,6 +30,7 @@ __all__ = [
     "TRIGGER_STORE_METHODS",
     "TRIGGER_WRITE_METHODS",
     "AttentionStore",
+    "BackfillStore",
     "Method",
     "TriggerStore",
     "protocol_methods",
@@ -155,14 +156,29 @@ class AttentionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class BackfillStore(Protocol):
+    """The step a scheduler takes of a trigger's running backfill (the built-in stores).
+
+    Starting and cancelling one are operator calls (``start_backfill``, ``cancel_backfill``);
+    a scheduler only steps (``docs/operations.md``, "Backfill").
+    """
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        """Claim the backfill's next boundary ``occurrence`` and move its progress on."""
+        ...
+
+
 # --- the method names, declared once -------------------------------------------------------
 #
 # Every name below is a method of the protocols above (or ``register_many``, the built-in stores'
-# bulk registration, or ``pause``/``resume``/``remove``, their operator state, or
-# ``claim_manual``, their "run now"), grouped by what its
-# transaction may write; tests/store/test_method_names.py checks that the groups are exactly the
-# protocols' methods. Everything that lists the methods
-# (the engine's ``Method``, read transactions, failure messages, the test doubles' tables) takes
+# bulk registration, or ``pause``/``resume``/``remove`` and the backfill methods, their operator
+# state, or ``claim_manual``, their "run now"), grouped by what its transaction may write;
+# tests/store/test_method_names.py checks that the groups are exactly the protocols' methods.
+# Everything that lists the methods (the engine's ``Method``, read transactions, failure
+# messages, the test doubles' tables) takes
 # them from here.
 
 ReadMethod = Literal[
@@ -192,6 +208,9 @@ TriggerWriteMethod = Literal[
     "pause",
     "resume",
     "remove",
+    "start_backfill",
+    "cancel_backfill",
+    "backfill_step",
 ]
 """Methods that may write declarations, held state or the ledger."""
 TakeMethod = Literal["due"]
@@ -224,6 +243,8 @@ CLOCK_METHODS: Final[frozenset[str]] = frozenset(
         "pause",
         "resume",
         "remove",
+        "start_backfill",
+        "backfill_step",
     }
 )
 

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
+from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._codec import (
     ATTENTION_COLUMNS,
+    BACKFILL_COLUMNS,
     MISSED_COLUMNS,
     STATE_COLUMNS,
     TRIGGER_COLUMNS,
@@ -79,6 +81,9 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
     set_removed: str  # (removed_at, trigger_id)
     count_missed: str  # (overlap, catch_up, catch_up_bound, paused, trigger_id)
+    set_backfill: str  # (the BACKFILL_COLUMNS values, trigger_id)
+    step_backfill: str  # (next, done, state, trigger_id, expected)
+    floor_resume_after: str  # (at, at, trigger_id)
 
 
 def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStatements:
@@ -143,6 +148,19 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             + ", ".join(f"{column} = {column} + {p}" for column in MISSED_COLUMNS)
             + f" WHERE trigger_id = {p}"
         ),
+        set_backfill=(
+            "UPDATE tt_triggers SET "
+            + ", ".join(f"{column} = {p}" for column in BACKFILL_COLUMNS)
+            + f" WHERE trigger_id = {p}"
+        ),
+        step_backfill=(
+            f"UPDATE tt_triggers SET backfill_next_ms = {p}, backfill_done = {p}, "
+            f"backfill_state = {p} WHERE trigger_id = {p} AND backfill_next_ms = {p}"
+        ),
+        floor_resume_after=(
+            f"UPDATE tt_triggers SET resume_after_ms = {greatest}(coalesce(resume_after_ms, {p}), "
+            f"{p}) WHERE trigger_id = {p}"
+        ),
     )
 
 
@@ -185,6 +203,18 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
             write.paused,
             trigger_id,
         )
+    if isinstance(write, SetBackfill):
+        return sql.set_backfill, (*write.values(), trigger_id)
+    if isinstance(write, StepBackfill):
+        return sql.step_backfill, (
+            write.next,
+            write.done,
+            write.state,
+            trigger_id,
+            write.expected,
+        )
+    if isinstance(write, FloorResumeAfter):
+        return sql.floor_resume_after, (write.at, write.at, trigger_id)
     if isinstance(write, SetPause):
         return sql.set_pause, (
             write.paused_at,

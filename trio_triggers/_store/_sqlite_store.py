@@ -130,6 +130,22 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
     (
+        "0008_backfills",
+        (
+            # A trigger's latest backfill (docs/operations.md, "Backfill"): at most one runs.
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_start_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_end_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_next_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_total INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_done INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_bound INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_overlap TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_state TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_created_at_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_by TEXT",
+        ),
+    ),
+    (
         "0009_manual_fires",
         (
             # A manual fire ("run now") is a ledger row at an off-grid instant with its key,

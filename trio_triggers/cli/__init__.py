@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._app import DEFAULT_RUNS_LIMIT
 from .._ownership._models import RUN_STATUSES
+from ._backfill import DESCRIPTION, EXAMPLE, add_backfill_command
 from ._config import ConfigError, load_config
 from ._follow import FOLLOW_INTERVAL_S, FOLLOW_WINDOW_S
 
@@ -114,6 +115,7 @@ _EXAMPLES: dict[str, tuple[str, str]] = {
         "as after downtime.",
         "trio-triggers resume nightly --from now --config triggers.toml",
     ),
+    "backfill": (DESCRIPTION, EXAMPLE),
     "prune": (
         "Delete settled fire-ledger rows older than a duration (active ones are kept).",
         "trio-triggers prune --config triggers.toml --older-than 30d",
@@ -344,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="machine-readable output")
 
     _add_operator_commands(commands)
+    add_backfill_command(
+        _subcommand(commands, "backfill", "fire a trigger's boundaries of a past interval")
+    )
 
     prune = _subcommand(commands, "prune", "delete settled ledger rows older than a duration")
     prune.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d, 12h")

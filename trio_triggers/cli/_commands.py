@@ -42,6 +42,7 @@ from .._scheduler import (
     summaries,
 )
 from .._store import Fire, FireRecord, HistoryQuery, MissedCounts, TriggerStore
+from ._backfill import backfill_command, backfill_line
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
 from ._output import format_instant, print_json, render_table
@@ -208,6 +209,7 @@ def _dispatch_store_command(args: argparse.Namespace, loaded: LoadedConfig | Non
         "pause": _pause,
         "resume": _resume,
         "fire": _fire,
+        "backfill": _backfill,
         "prune": _prune,
     }
     if command == "history" and args.limit < 1:
@@ -631,6 +633,9 @@ async def _list(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     for s in rows:
         if s.paused is not None:
             print(f"paused {s.trigger_id} {_pause_text(s.paused, utc=args.utc)}")
+        line = None if s.backfill is None else backfill_line(s.trigger_id, s.backfill, utc=args.utc)
+        if line is not None:
+            print(line)
     return 0
 
 
@@ -1197,6 +1202,13 @@ def _fired_text(fired: Fired) -> str:
     if fired.outcome == "failed":
         return f"{head}: the runner refused to start it"
     return f"{head}: its launch is owed; the serving scheduler starts it"
+
+
+async def _backfill(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:
+    status, message = await backfill_command(args, loaded, db)
+    if message is not None:
+        raise CliError(message, status)
+    return status
 
 
 async def _prune(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) -> int:

@@ -111,6 +111,22 @@ TRIGGER_MIGRATIONS: list[Migration] = [
         ],
     ),
     (
+        "0008_backfills",
+        [
+            # A trigger's latest backfill (docs/operations.md, "Backfill"): at most one runs.
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_start_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_end_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_next_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_total BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_done BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_bound BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_overlap TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_state TEXT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_created_at_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN backfill_by TEXT",
+        ],
+    ),
+    (
         "0009_manual_fires",
         [
             # As on SQLite: a manual fire's key (unique in the store), its run's input, who.

@@ -475,6 +475,48 @@ class FaultyTriggerStore(_FaultingBase):
         )
         return answer
 
+    async def start_backfill(
+        self,
+        trigger_id: str,
+        *,
+        start: int,
+        end: int,
+        max_boundaries: int | None = None,
+        overlap: Overlap | None = None,
+        by: str | None = None,
+    ) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call(
+            "start_backfill",
+            self._engine().start_backfill,
+            (trigger_id,),
+            {
+                "start": start,
+                "end": end,
+                "max_boundaries": max_boundaries,
+                "overlap": overlap,
+                "by": by,
+            },
+        )
+        notify_registered(self)  # as register: this wrapper's own schedulers wake
+        return answer
+
+    async def cancel_backfill(self, trigger_id: str) -> RegisteredTrigger:
+        answer: RegisteredTrigger = await self._call(
+            "cancel_backfill", self._engine().cancel_backfill, (trigger_id,)
+        )
+        return answer
+
+    async def backfill_step(
+        self, trigger_id: str, occurrence: int, *, expected_revision: int
+    ) -> Claim:
+        answer: Claim = await self._call(
+            "backfill_step",
+            self._engine().backfill_step,
+            (trigger_id, occurrence),
+            {"expected_revision": expected_revision},
+        )
+        return answer
+
     @property
     def keeps_operator_state(self) -> bool:
         """Whether the wrapped store has ``pause`` and ``resume`` (the built-in stores do)."""

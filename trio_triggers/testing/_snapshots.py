@@ -270,6 +270,7 @@ def _exact(row: dict[str, Any]) -> int | None:
             registered_at=_int(row.get("registered_at_ms")),
             paused=row.get("paused_at_ms") is not None,
             resume_after=_int(row.get("resume_after_ms")),
+            backfill_next=_int(row.get("backfill_next_ms")),
         )
     )
 
