@@ -125,6 +125,10 @@ def test_backfill_is_listed_refused_typed_carried_out_once_and_cancelled(tmp_pat
     # The same interval again: every boundary is in the ledger, so nothing runs twice.
     again = cli("backfill", "yearly", "--from", "2020-01-01", "--to", "2025-01-01", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+    # Under the trigger's skip, the command says what that means for a backfill (and only then).
+    hint = "--overlap buffer-one runs them one after another"
+    assert hint in again.stdout
+    assert hint not in started.stdout
     assert cli("run", "--for", "2s", "--quiet", cwd=tmp_path).returncode == 0
     assert listed(tmp_path)["backfill"]["state"] == "done"
     runs = json.loads(cli("runs", "--trigger", "yearly", "--json", cwd=tmp_path).stdout)

@@ -143,6 +143,13 @@ async def backfill_command(
         "the schedulers serving this database carry it out one boundary at a time; "
         f"`trio-triggers list` shows its progress, `backfill {trigger.id} --cancel` stops it"
     )
+    if (backfill.overlap or trigger.overlap) == "skip" and backfill.total > 1:
+        # The default surprises: each boundary falls due at once, so under ``skip`` every one
+        # that comes while the previous run still runs is skipped (docs/operations.md).
+        print(
+            "note: under skip, a boundary that comes while the previous one still runs is "
+            "skipped; --overlap buffer-one runs them one after another"
+        )
     if not trigger.schedulable:
         print(f"note: {trigger.id} is paused or disabled, so the backfill waits until it is not")
     return 0, None
