@@ -113,6 +113,22 @@ async def test_resume_from_now_skips_and_counts_what_fell_due(env: Env) -> None:
     assert await store.active_run("daily") is None
 
 
+async def test_resume_from_now_does_not_count_a_claimed_boundary_at_the_pause(env: Env) -> None:
+    # M is claimed in the very millisecond of the pause, its launch in flight (the cursor moves
+    # only when the launch is recorded): it is being taken care of, not given up by the resume.
+    minute = 60_000
+    store = engine(env)
+    await store.register(declaration(cron="* * * * *", timezone="UTC"))
+    env.clock.value = minute
+    assert (await store.claim_fire("daily", minute, expected_revision=1)).claimed
+    await store.pause("daily")
+    env.clock.value = 3 * minute + 7  # 2M and 3M fell due while paused
+    resumed = await store.resume("daily", point="now")
+    assert resumed.skipped == 2
+    (row,) = await store.list()
+    assert row.missed.paused == 2
+
+
 async def test_resume_under_the_policy_owes_the_backlog(env: Env) -> None:
     store = engine(env)
     await store.register(hourly(catch_up="all", max_catch_up=10))

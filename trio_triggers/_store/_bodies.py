@@ -16,7 +16,12 @@ import msgspec
 
 from .._cron import Cron
 from .._errors import TriggerError
-from .._identities import is_reservation, mint_reservation_id, reservation_occurrence
+from .._identities import (
+    is_manual_reservation,
+    is_reservation,
+    mint_reservation_id,
+    reservation_occurrence,
+)
 from .._json import decode_json
 from ._backfill import (
     SetBackfill,
@@ -58,6 +63,7 @@ from ._decision import (
     decide,
     lease,
     off_grid,
+    on_grid,
     page,
     plan_restore,
     plan_result,
@@ -642,6 +648,7 @@ def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> R
         raise TriggerError(
             "invalid_options", "resume point must be 'now' or 'policy'", path="point"
         )
+    state = _state(tx, trigger_id)  # first read: locks the trigger row on a server
     current = _registered(tx, trigger_id)
     pause = current.paused
     if pause is None:
@@ -649,7 +656,13 @@ def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> R
     resume_after = current.resume_after
     skipped, more = 0, False
     if point == "now":
-        marks = [m for m in (current.last_fired_at, resume_after) if m is not None]
+        # Counted after the last boundary taken care of: fired (the cursor), floored by an
+        # earlier resume, claimed (a reservation's boundary, before its launch moves the
+        # cursor) or buffered. A manual fire's instant is no boundary and marks nothing.
+        held = None if is_manual_reservation(state.active) else reservation_occurrence(state.active)
+        pending = state.pending
+        buffered = pending if pending is not None and on_grid(pending) else None
+        marks = [m for m in (current.last_fired_at, resume_after, held, buffered) if m is not None]
         since = max(marks) if marks else pause.at - 1
         skipped, more = count_skipped(current, since, now)
         resume_after = now if resume_after is None else max(resume_after, now)

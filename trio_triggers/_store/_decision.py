@@ -74,6 +74,7 @@ __all__ = [
     "lease",
     "lease_expired",
     "off_grid",
+    "on_grid",
     "page",
     "plan_restore",
     "plan_result",
@@ -487,6 +488,11 @@ def refuse_manual(trigger_id: str, *, enabled: bool, paused: bool) -> None:
         raise TriggerError(
             "trigger_paused", f"trigger {trigger_id} is paused: resume it to fire it now"
         )
+
+
+def on_grid(instant: int) -> bool:
+    """Whether ``instant`` is a whole second: every boundary is, a manual fire's never is."""
+    return instant % 1000 == 0
 
 
 def off_grid(instant: int) -> int:
