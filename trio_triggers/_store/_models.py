@@ -283,7 +283,8 @@ class Resumed(msgspec.Struct, frozen=True, kw_only=True):
     """What ``resume`` did: the trigger as it now is, and what the resume point skipped.
 
     ``skipped`` counts the occurrences a resume from ``"now"`` gave up (those after the last
-    fired boundary, or after the pause when none was fired, up to the resume), at most
+    boundary fired, claimed or buffered, or after the pause when there is none, up to the
+    resume), at most
     :data:`SKIPPED_COUNT_LIMIT` (``skipped_more`` says there were more); ``0`` for a resume
     under the catch-up policy and for a trigger that was not paused (``was_paused`` false).
     """
