@@ -96,9 +96,9 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("T35", "step", "The attention index holds each row's exact instant (or a live take)"),
     _info("T36", "step", "A reservation's own ledger row stays unfinished while it holds"),
     _info(
-        "T37", "step", "A backfill takes its own progress, never a fired boundary, one at a time"
+        "T39", "step", "A backfill takes its own progress, never a fired boundary, one at a time"
     ),
-    _info("T38", "final", "A finished backfill left a ledger row for every boundary it covers"),
+    _info("T40", "final", "A finished backfill left a ledger row for every boundary it covers"),
     _info("O1", "step", "Each run has at most one owner"),
     _info("O2", "step", "running exactly when owned and stamped; claims all-or-nothing"),
     _info("O3", "step", "Only create produces pending; terminal rows never change status"),
@@ -364,7 +364,7 @@ def _fences_refuse(s: _Step) -> Details:
 
 
 def _backfill_step_takes_its_progress(s: _Step) -> Details:
-    """T37: a backfill step claims only the backfill's progress, never a boundary the ledger
+    """T39: a backfill step claims only the backfill's progress, never a boundary the ledger
     already shows fired, and a step that writes moves the progress on by one boundary."""
     if s.method != "backfill_step" or s.error is not None:
         return
@@ -392,7 +392,7 @@ def _backfill_step_takes_its_progress(s: _Step) -> Details:
 
 
 def _backfill_moved_by_its_methods(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
-    """T37: only the backfill methods move a backfill's progress."""
+    """T39: only the backfill methods move a backfill's progress."""
     if s.method not in _BACKFILL_WRITES and a.backfill_next != b.backfill_next:
         yield f"{tid}: {s.method} moved a backfill's progress {a.backfill_next}->{b.backfill_next}"
 
@@ -701,7 +701,7 @@ def _fired_row_covered(
 _CALL_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
     ("T8", _failures_write_nothing),
     ("T7", _fences_refuse),
-    ("T37", _backfill_step_takes_its_progress),
+    ("T39", _backfill_step_takes_its_progress),
 )
 #: For a trigger row there before and after the call (``_trigger_kept`` checks the others).
 _TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
@@ -713,7 +713,7 @@ _TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
     ("T10", _live_reservation_kept),
     ("T12", _owed_work_kept),
     ("T10", _active_run_recovers),
-    ("T37", _backfill_moved_by_its_methods),
+    ("T39", _backfill_moved_by_its_methods),
 )
 _GRANT_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
     ("T6", _grant_names_its_reservation),
@@ -743,7 +743,7 @@ def check_transition(
     now: int,
     grants: Grants,
 ) -> list[Violation]:
-    """Check one trigger-store transaction against the durable-state invariants (T1-T15, T37).
+    """Check one trigger-store transaction against the durable-state invariants (T1-T15, T39).
 
     ``now`` is the store clock's reading for the call; ``grants`` is updated in place.
     """

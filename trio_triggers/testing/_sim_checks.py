@@ -43,7 +43,7 @@ async def final_checks(
     quiet_start: int,
     alive_at_end: set[str],
 ) -> None:
-    """T31, T20, T14 and T38, trigger by trigger, on the final state."""
+    """T31, T20, T14 and T40, trigger by trigger, on the final state."""
     assert obs.snapshot is not None
     state = obs.snapshot(None)
     now = obs.clock.now_ms()
@@ -143,11 +143,11 @@ def _no_boundary_lost(
 async def _backfill_finished(
     obs: StoreObserver, admin: FaultyTriggerStore, state: StoreState, tid: str
 ) -> None:
-    """T38: a backfill started during the run has finished by the end (or was cancelled), and
+    """T40: a backfill started during the run has finished by the end (or was cancelled), and
     a finished one left a ledger row for every boundary of its interval (a row pruned since
     counts: the observer saw it), unless the schedule was edited under it (it then followed
     the new one)."""
-    obs.checks["T38"] += 1
+    obs.checks["T40"] += 1
     started = obs.backfilled.get(tid)
     final = await admin.get(tid)
     if started is None or final is None or final.backfill is None:
@@ -156,7 +156,7 @@ async def _backfill_finished(
     if backfill is None or final.backfill.created_at != backfill.created_at:
         return
     if final.backfill.state == "running":
-        obs.violated("T38", f"{tid}: a backfill still runs at the end ({final.backfill!r})")
+        obs.violated("T40", f"{tid}: a backfill still runs at the end ({final.backfill!r})")
         return
     if final.backfill.state != "done" or (final.cron, final.timezone) != (cron, timezone):
         return
@@ -164,7 +164,7 @@ async def _backfill_finished(
     boundaries = obs.cron_of(final).occurrences_between(backfill.start - 1, backfill.end)
     missing = [b for b in boundaries if b not in seen]
     if missing:
-        obs.violated("T38", f"{tid}: a finished backfill left boundaries {missing} without a row")
+        obs.violated("T40", f"{tid}: a finished backfill left boundaries {missing} without a row")
 
 
 async def _history_consistent(obs: StoreObserver, admin: FaultyTriggerStore, tid: str) -> None:

@@ -256,7 +256,7 @@ class StoreObserver:
         self.attention: AttentionReader | None = None
         #: T35: the live takes (trigger id -> the instant it was taken to, its exact instant).
         self.takes: dict[str, tuple[int, int | None]] = {}
-        #: T38: each trigger's latest backfill, with the schedule it was started under.
+        #: T40: each trigger's latest backfill, with the schedule it was started under.
         self.backfilled: dict[str, tuple[Backfill | None, str, str | None]] = {}
 
     async def before(self, call: StoreCall) -> None:
@@ -412,7 +412,7 @@ class StoreObserver:
             self.violated("T18", f"{call.caller}'s backfill claimed {tid}@{occ} (latest {latest})")
 
     def check_backfill_progress(self, call: StoreCall) -> None:
-        """T37: a step that moves a backfill's progress moves it to the next boundary of the
+        """T39: a step that moves a backfill's progress moves it to the next boundary of the
         schedule it stepped under (or finishes it when that is past the interval's end)."""
         if call.method != "backfill_step" or call.error is not None or self.prev_part is None:
             return
@@ -427,12 +427,12 @@ class StoreObserver:
             return
         if decl is None or after.backfill_done is None:
             return
-        self.checks["T37"] += 1
+        self.checks["T39"] += 1
         following = self.cron_of(decl).next(occ)
         want = following if following <= started[0].end else None
         if after.backfill_next != want:
             self.violated(
-                "T37",
+                "T39",
                 f"{tid}: a backfill step of {occ} moved its progress to {after.backfill_next}, "
                 f"not {want}",
             )
@@ -471,7 +471,7 @@ class StoreObserver:
         )
         for inv in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"):
             self.checks[inv] += 1
-        for inv in ("T9", "T10", "T11", "T12", "T13", "T15", "T37"):
+        for inv in ("T9", "T10", "T11", "T12", "T13", "T15", "T39"):
             self.checks[inv] += 1
         if scope is None:
             self.parts = _split(post)

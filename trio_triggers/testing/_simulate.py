@@ -278,7 +278,7 @@ class _World:
         return [tid for tid in self.trigger_ids if tid not in self.draws.audited]
 
     async def backfiller(self, store: FaultyTriggerStore) -> None:
-        """The admin's backfills (T37, T38): a few hours of past boundaries of a trigger that is
+        """The admin's backfills (T39, T40): a few hours of past boundaries of a trigger that is
         not audited (its catch-up check counts every row), under its policy or buffer-one;
         now and then a running one is cancelled instead. Refusals (a trigger paused past its
         progress, a bound, a clock jump) are counted."""
