@@ -97,6 +97,10 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("T36", "step", "A reservation's own ledger row stays unfinished while it holds"),
     _info("T37", "step", "Manual fires never move the cursor"),
     _info("T38", "step", "One manual fire per key, on a row of its own (never a boundary's)"),
+    _info(
+        "T39", "step", "A backfill takes its own progress, never a fired boundary, one at a time"
+    ),
+    _info("T40", "final", "A finished backfill left a ledger row for every boundary it covers"),
     _info("O1", "step", "Each run has at most one owner"),
     _info("O2", "step", "running exactly when owned and stamped; claims all-or-nothing"),
     _info("O3", "step", "Only create produces pending; terminal rows never change status"),
@@ -190,6 +194,10 @@ class TriggerRow(msgspec.Struct, frozen=True, kw_only=True):
     pending_at: int | None
     active_run_id: str | None
     active_claimed_at: int | None = None
+    #: The running backfill's next boundary and its count of boundaries taken (``None``:
+    #: unknown to the snapshot, or no backfill).
+    backfill_next: int | None = None
+    backfill_done: int | None = None
 
 
 class LedgerRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -224,11 +232,17 @@ _FORWARD: Final[dict[str | None, frozenset[str | None]]] = {
     "superseded": frozenset({"superseded"}),
 }
 _FIRED: Final = frozenset({"launched", "skipped", "buffered", "completed", "failed"})
+#: The methods that decide a claim (a backfill's step is the ordinary claim of its boundary;
+#: a manual fire, the claim of its own new row).
+_CLAIMS: Final = frozenset({"claim_fire", "claim_pending", "backfill_step", "claim_manual"})
+#: The methods that may write a backfill's state.
+_BACKFILL_WRITES: Final = frozenset({"start_backfill", "cancel_backfill", "backfill_step"})
 _WRITES: Final = TRIGGER_WRITE_METHODS
 
 
 class ClaimView(msgspec.Struct, frozen=True, kw_only=True):
-    """What the checker needs of one claim answer (from ``claim_fire`` or ``claim_pending``)."""
+    """What the checker needs of one claim answer (``claim_fire``, ``claim_pending``, or a
+    backfill's ``backfill_step``)."""
 
     trigger_id: str
     occurrence: int
@@ -243,7 +257,7 @@ def claim_view(method: str, args: tuple[Any, ...], answer: Any) -> ClaimView | N
 
     A manual fire (``claim_manual``) is a claim of its own new row; a repeated key claims
     nothing."""
-    if method == "claim_fire":
+    if method in ("claim_fire", "backfill_step"):
         trigger_id, occurrence = args[0], args[1]
         claim = answer
     elif method in ("claim_pending", "claim_manual"):
@@ -344,7 +358,7 @@ def _fences_refuse(s: _Step) -> Details:
         if before is not None and not before.enabled and fresh:
             yield f"claim_manual({s.args[0]!r}) on a disabled trigger was not refused"
         return
-    if s.method not in ("claim_fire", "claim_pending"):
+    if s.method not in _CLAIMS:
         return
     tid = s.args[0]
     before = s.pre.triggers.get(tid)
@@ -366,7 +380,38 @@ def _fences_refuse(s: _Step) -> Details:
         yield f"{s.method}({tid!r}) granted a claim through a fence"
 
 
+def _backfill_step_takes_its_progress(s: _Step) -> Details:
+    """T39: a backfill step claims only the backfill's progress, never a boundary the ledger
+    already shows fired, and a step that writes moves the progress on by one boundary."""
+    if s.method != "backfill_step" or s.error is not None:
+        return
+    tid, occ = s.args[0], s.args[1]
+    a, b = s.pre.triggers.get(tid), s.post.triggers.get(tid)
+    if a is None or b is None:
+        return
+    changed = a != b or s.pre.ledger != s.post.ledger
+    claimed = s.claim is not None and s.claim.claimed
+    if (claimed or changed) and a.backfill_next != occ:
+        yield f"{tid}: a backfill step of {occ} wrote while its progress was {a.backfill_next}"
+    row = s.pre.ledger.get((tid, occ))
+    if claimed and row is not None and (row.outcome in _FIRED or row.outcome == "superseded"):
+        yield f"{tid}: a backfill step claimed {occ} again, already {row.outcome}"
+    if changed and (b.backfill_next is not None and b.backfill_next <= occ):
+        yield f"{tid}: a backfill step of {occ} left the progress at {b.backfill_next}"
+    # A step counts the boundary it took (claimed or passed over); one that only re-aligned
+    # the progress to an edited schedule counts nothing.
+    counted = (b.backfill_done or 0) - (a.backfill_done or 0)
+    if changed and (counted not in (0, 1) or (claimed and counted != 1)):
+        yield f"{tid}: a backfill step of {occ} counted {a.backfill_done} -> {b.backfill_done}"
+
+
 # --- each trigger row
+
+
+def _backfill_moved_by_its_methods(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> Details:
+    """T39: only the backfill methods move a backfill's progress."""
+    if s.method not in _BACKFILL_WRITES and a.backfill_next != b.backfill_next:
+        yield f"{tid}: {s.method} moved a backfill's progress {a.backfill_next}->{b.backfill_next}"
 
 
 def _trigger_kept(s: _Step, tid: str, a: TriggerRow | None, b: TriggerRow | None) -> Details:
@@ -453,7 +498,7 @@ def _live_reservation_kept(s: _Step, tid: str, a: TriggerRow, b: TriggerRow) -> 
         expired = True  # foreign reservation of unknown age: cannot judge
     claim = s.claim
     lease_path = s.method == "active_run" or (
-        s.method in ("claim_fire", "claim_pending", "claim_manual")
+        s.method in _CLAIMS
         and claim is not None
         and claim.trigger_id == tid
         and claim.action != "supersede"
@@ -666,7 +711,7 @@ def _outcomes_move_forward(
     """T3: claims create rows (unfinished, skipped or buffered); outcomes only move forward;
     a row is launched once."""
     if ra is None:
-        if s.method not in ("claim_fire", "claim_pending", "claim_manual"):
+        if s.method not in _CLAIMS:
             yield f"ledger row {key} created by {s.method}"
         elif rb.outcome not in (None, "skipped", "buffered"):
             yield f"ledger row {key} created as {rb.outcome!r}"
@@ -734,6 +779,7 @@ def _fired_row_covered(
 _CALL_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
     ("T8", _failures_write_nothing),
     ("T7", _fences_refuse),
+    ("T39", _backfill_step_takes_its_progress),
 )
 #: For a trigger row there before and after the call (``_trigger_kept`` checks the others).
 _TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
@@ -746,6 +792,7 @@ _TRIGGER_CHECKS: Final[tuple[tuple[str, TriggerCheck], ...]] = (
     ("T12", _owed_work_kept),
     ("T10", _active_run_recovers),
     ("T37", _manual_fires_keep_the_cursor),
+    ("T39", _backfill_moved_by_its_methods),
 )
 _GRANT_CHECKS: Final[tuple[tuple[str, CallCheck], ...]] = (
     ("T6", _grant_names_its_reservation),
@@ -777,7 +824,7 @@ def check_transition(
     now: int,
     grants: Grants,
 ) -> list[Violation]:
-    """Check one trigger-store transaction against the durable-state invariants T1-T15.
+    """Check one trigger-store transaction against the durable-state invariants (T1-T15, T37-T39).
 
     ``now`` is the store clock's reading for the call; ``grants`` is updated in place.
     """

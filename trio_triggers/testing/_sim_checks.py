@@ -43,7 +43,7 @@ async def final_checks(
     quiet_start: int,
     alive_at_end: set[str],
 ) -> None:
-    """T31, T20 and T14, trigger by trigger, on the final state."""
+    """T31, T20, T14 and T40, trigger by trigger, on the final state."""
     assert obs.snapshot is not None
     state = obs.snapshot(None)
     now = obs.clock.now_ms()
@@ -54,6 +54,7 @@ async def final_checks(
         if tid in audited:
             _no_boundary_lost(obs, state.triggers[tid], quiet_start, alive_at_end)
         await _history_consistent(obs, admin, tid)
+        await _backfill_finished(obs, admin, state, tid)
 
 
 def _reservations_reached(obs: StoreObserver, state: StoreState, tid: str, now: int) -> None:
@@ -137,6 +138,33 @@ def _no_boundary_lost(
         else:
             obs.violated("T20", f"{tid}: boundary {b} was never claimed")
             return
+
+
+async def _backfill_finished(
+    obs: StoreObserver, admin: FaultyTriggerStore, state: StoreState, tid: str
+) -> None:
+    """T40: a backfill started during the run has finished by the end (or was cancelled), and
+    a finished one left a ledger row for every boundary of its interval (a row pruned since
+    counts: the observer saw it), unless the schedule was edited under it (it then followed
+    the new one)."""
+    obs.checks["T40"] += 1
+    started = obs.backfilled.get(tid)
+    final = await admin.get(tid)
+    if started is None or final is None or final.backfill is None:
+        return
+    backfill, cron, timezone = started
+    if backfill is None or final.backfill.created_at != backfill.created_at:
+        return
+    if final.backfill.state == "running":
+        obs.violated("T40", f"{tid}: a backfill still runs at the end ({final.backfill!r})")
+        return
+    if final.backfill.state != "done" or (final.cron, final.timezone) != (cron, timezone):
+        return
+    seen = obs.grants.ever_rows.get(tid, set()) | {o for (t, o) in state.ledger if t == tid}
+    boundaries = obs.cron_of(final).occurrences_between(backfill.start - 1, backfill.end)
+    missing = [b for b in boundaries if b not in seen]
+    if missing:
+        obs.violated("T40", f"{tid}: a finished backfill left boundaries {missing} without a row")
 
 
 async def _history_consistent(obs: StoreObserver, admin: FaultyTriggerStore, tid: str) -> None:

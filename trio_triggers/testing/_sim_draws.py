@@ -90,6 +90,10 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: sometimes with an input or an overlap override; sometimes the process dies after the
     #: claim, before the launch.
     manual_fires_per_day: float = 0.0
+    #: How many backfills the admin starts per simulated day, on triggers that are not
+    #: audited (a few hours of past boundaries each; some cancelled, some refused). They are
+    #: drawn from a stream of their own, so the other draws of a seed stay where they were.
+    backfills_per_day: float = 3.0
     jumps_per_day: float = 0.5
     poll_interval: float = 3600.0
     run_poll_interval: float = 900.0

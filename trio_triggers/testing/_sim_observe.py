@@ -32,7 +32,7 @@ from ._invariants import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Backfill, RegisteredTrigger, Trigger
     from .._scheduler._core import Scheduler
     from .._scheduler._options import SchedulerOptions
     from .._store._models import Result
@@ -256,6 +256,8 @@ class StoreObserver:
         self.attention: AttentionReader | None = None
         #: T35: the live takes (trigger id -> the instant it was taken to, its exact instant).
         self.takes: dict[str, tuple[int, int | None]] = {}
+        #: T40: each trigger's latest backfill, with the schedule it was started under.
+        self.backfilled: dict[str, tuple[Backfill | None, str, str | None]] = {}
 
     async def before(self, call: StoreCall) -> None:
         now = self.clock.now_ms()
@@ -290,6 +292,14 @@ class StoreObserver:
                     self.violated(
                         "T18", f"{call.caller} claimed {tid}@{occ} early (latest {latest})"
                     )
+        elif method == "backfill_step":
+            tid = call.args[0]
+            rev = int(call.kwargs.get("expected_revision", -1))
+            decl = self.declarations.get((tid, rev))
+            if decl is not None:
+                self.checks["T30"] += 1
+                if not decl.schedulable:
+                    self.violated("T30", f"{call.caller} stepped a backfill of disabled {tid}")
         elif method == "claim_pending":
             tid = call.args[0]
             rev = int(call.kwargs.get("expected_revision", -1))
@@ -385,11 +395,55 @@ class StoreObserver:
                     f"reservation of {occurrence}, whose ledger row is {outcome}",
                 )
 
+    def check_backfill_claim(self, call: StoreCall) -> None:
+        """T18 for a backfill: what a step claims is a boundary of the schedule it claimed
+        under, and in the past (a backfill never claims ahead of the clock)."""
+        if call.method != "backfill_step" or call.error is not None or not call.answer.claimed:
+            return
+        tid, occ = call.args[0], call.args[1]
+        self.counts["backfill.claims"] += 1
+        decl = self.declarations.get((tid, int(call.kwargs.get("expected_revision", -1))))
+        if decl is None:
+            return
+        self.checks["T18"] += 1
+        cron = self.cron_of(decl)
+        latest = cron.previous_at_or_before(self.max_wall)
+        if occ > latest or cron.previous_at_or_before(occ) != occ:
+            self.violated("T18", f"{call.caller}'s backfill claimed {tid}@{occ} (latest {latest})")
+
+    def check_backfill_progress(self, call: StoreCall) -> None:
+        """T39: a step that moves a backfill's progress moves it to the next boundary of the
+        schedule it stepped under (or finishes it when that is past the interval's end)."""
+        if call.method != "backfill_step" or call.error is not None or self.prev_part is None:
+            return
+        tid, occ = call.args[0], call.args[1]
+        before = self.prev_part.triggers.get(tid)
+        after = self.part(tid).triggers.get(tid)
+        started = self.backfilled.get(tid)
+        decl = self.declarations.get((tid, int(call.kwargs.get("expected_revision", -1))))
+        if before is None or after is None or started is None or started[0] is None:
+            return
+        if before.backfill_next != occ or after.backfill_next == before.backfill_next:
+            return
+        if decl is None or after.backfill_done is None:
+            return
+        self.checks["T39"] += 1
+        following = self.cron_of(decl).next(occ)
+        want = following if following <= started[0].end else None
+        if after.backfill_next != want:
+            self.violated(
+                "T39",
+                f"{tid}: a backfill step of {occ} moved its progress to {after.backfill_next}, "
+                f"not {want}",
+            )
+
     async def after(self, call: StoreCall) -> None:
         self.check_attention(call)
+        self.check_backfill_claim(call)
         cs = self.callers.get(call.caller)
         if call.method not in TRIGGER_STORE_READS and call.method != "heartbeat" and self.snapshot:
             self.check_step(call)
+            self.check_backfill_progress(call)
         self.trace_call(call)
         self.learn(call, cs)
         if cs is not None:
@@ -417,7 +471,7 @@ class StoreObserver:
         )
         for inv in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"):
             self.checks[inv] += 1
-        for inv in ("T9", "T10", "T11", "T12", "T13", "T15", "T37", "T38"):
+        for inv in ("T9", "T10", "T11", "T12", "T13", "T15", "T37", "T38", "T39"):
             self.checks[inv] += 1
         if scope is None:
             self.parts = _split(post)
@@ -441,6 +495,7 @@ class StoreObserver:
             "claim_fire",
             "claim_pending",
             "claim_manual",
+            "backfill_step",
         ):
             self.note_orphans(call)
         if call.error is None and method in ("register", "pause", "resume"):
@@ -448,6 +503,9 @@ class StoreObserver:
             self.declarations[(reg.id, reg.revision)] = reg
         if method == "claim_fire" and call.error is not None:
             self.note_failed_claim(call.caller, call.args[0], call.args[1])
+        if method == "start_backfill" and call.error is None:
+            started: RegisteredTrigger = call.answer
+            self.backfilled[started.id] = (started.backfill, started.cron, started.timezone)
         view = claim_view(method, call.args, call.answer) if call.error is None else None
         if view is not None and view.claimed:
             self.counts[f"claim.{view.action}"] += 1

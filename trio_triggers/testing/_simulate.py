@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import math
 import os
+import random
 import tempfile
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,7 @@ from ._sim_trace import Trace
 from ._snapshots import MemorySnapshotter, memory_attention, sqlite_attention, sqlite_snapshot
 
 if TYPE_CHECKING:
-    from .._declarations import RegisteredTrigger, Trigger
+    from .._declarations import Overlap, RegisteredTrigger, Trigger
     from .._store._models import Result, ResumePoint
     from .._store._protocol import TriggerStore
 
@@ -268,6 +269,49 @@ class _World:
             else:
                 await self.edit(store, tid, cron=rng.choice(CRONS))
 
+    def backfill_candidates(self, store: FaultyTriggerStore) -> list[str]:
+        """The triggers the admin may backfill: none when backfills are off, or the store keeps
+        no operator state, or every trigger is audited (the backfiller task is then not even
+        started, so such a world interleaves its tasks exactly as it did before backfills)."""
+        if self.config.backfills_per_day <= 0 or not store.keeps_operator_state:
+            return []
+        return [tid for tid in self.trigger_ids if tid not in self.draws.audited]
+
+    async def backfiller(self, store: FaultyTriggerStore) -> None:
+        """The admin's backfills (T39, T40): a few hours of past boundaries of a trigger that is
+        not audited (its catch-up check counts every row), under its policy or buffer-one;
+        now and then a running one is cancelled instead. Refusals (a trigger paused past its
+        progress, a bound, a clock jump) are counted."""
+        rng = random.Random(self.seed * 7919 + 17)  # a stream of its own
+        rate = self.config.backfills_per_day / DAY_S
+        candidates = self.backfill_candidates(store)
+        while not self.draws.quiet:
+            with trio.move_on_after(rng.expovariate(rate)):
+                await self.draws.quiet_event.wait()
+            if self.draws.quiet:
+                return
+            tid = rng.choice(candidates)
+            current = await store.get(tid)
+            if current is not None and current.backfill is not None and current.backfill.running:
+                if rng.random() < 0.5:
+                    self.trace.counts["backfill.cancelled"] += 1
+                    self.trace.event(f"BACKFILL {tid} cancelled")
+                    await store.cancel_backfill(tid)
+                continue
+            end = self.wall.now_ms() - math.floor(rng.uniform(0, 12) * H)
+            start = end - math.floor(rng.uniform(0, 6) * H)
+            overlap: Overlap | None = rng.choice((None, "buffer-one"))
+            bound = rng.choice((None, None, 3))
+            try:
+                await store.start_backfill(
+                    tid, start=start, end=end, max_boundaries=bound, overlap=overlap, by="admin"
+                )
+            except TriggerError as error:
+                self.trace.counts[f"backfill.refused.{error.path}"] += 1
+                continue
+            self.trace.counts["backfills"] += 1
+            self.trace.event(f"BACKFILL {tid} [{start}, {end}] overlap {overlap}")
+
     async def resume(self, store: FaultyTriggerStore, tid: str) -> None:
         """Resume ``tid``: an audited trigger (no boundary may be lost) under its policy, any
         other from a point drawn at random."""
@@ -449,6 +493,8 @@ class _World:
                     if isinstance(self.runner, OwnedRunner):
                         nursery.start_soon(self.runner.serve)
                     nursery.start_soon(self.admin, admin)
+                    if self.backfill_candidates(admin):
+                        nursery.start_soon(self.backfiller, admin)
                     nursery.start_soon(self.jumper)
                     if config.manual_fires_per_day > 0:  # (no task at all otherwise: the
                         nursery.start_soon(self.firer, faulty)  # drawn worlds stay the same)

@@ -63,6 +63,8 @@ def memory_snapshot(store: MemoryTriggerStore, trigger_id: str | None = None) ->
             pending_at=_int(row.get("pending_at_ms")),
             active_run_id=_str(row.get("active_run_id")),
             active_claimed_at=_int(row.get("active_claimed_at_ms")),
+            backfill_next=_int(row.get("backfill_next_ms")),
+            backfill_done=_int(row.get("backfill_done")),
         )
     ledger: dict[tuple[str, int], LedgerRow] = {}
     for tid, fires in fire_items:
@@ -105,6 +107,8 @@ class MemorySnapshotter:
                 pending_at=_int(row.get("pending_at_ms")),
                 active_run_id=_str(row.get("active_run_id")),
                 active_claimed_at=_int(row.get("active_claimed_at_ms")),
+                backfill_next=_int(row.get("backfill_next_ms")),
+                backfill_done=_int(row.get("backfill_done")),
             )
             for occ, fire in tables.fires.get(tid, {}).items():
                 key = (tid, occ)
@@ -145,7 +149,8 @@ class _SqliteReader:
         try:
             rows = cur.execute(
                 "SELECT trigger_id, revision, enabled, overlap, last_fired_at_ms, pending_at_ms,"
-                " active_run_id, active_claimed_at_ms FROM tt_triggers" + where,
+                " active_run_id, active_claimed_at_ms, backfill_next_ms, backfill_done"
+                " FROM tt_triggers" + where,
                 params,
             ).fetchall()
             fires = cur.execute(
@@ -165,6 +170,8 @@ class _SqliteReader:
                 pending_at=r[5],
                 active_run_id=r[6],
                 active_claimed_at=r[7],
+                backfill_next=r[8],
+                backfill_done=r[9],
             )
             for r in rows
         }
@@ -207,6 +214,8 @@ async def public_snapshot(store: TriggerStore) -> StoreState:
             last_fired_at=t.last_fired_at,
             pending_at=item.pending_at,
             active_run_id=item.active_run_id,
+            backfill_next=None if t.backfill is None else t.backfill.next,
+            backfill_done=None if t.backfill is None else t.backfill.done,
         )
     ledger = {
         (r.trigger_id, r.occurrence): LedgerRow(
