@@ -29,6 +29,7 @@ __all__ = [
     "RegisteredTrigger",
     "Schedule",
     "Trigger",
+    "overlap_override",
 ]
 
 Overlap = Literal["skip", "buffer-one", "supersede"]
@@ -248,6 +249,22 @@ def _overlap(path: str, value: object) -> Overlap:
         if isinstance(value, str) and value == choice:
             return choice
     raise _Invalid(path, "expected one of 'skip', 'buffer-one', 'supersede'")
+
+
+def overlap_override(value: object, *, label: str = "overlap") -> Overlap | None:
+    """An overlap policy given for one operation in place of the trigger's (a manual fire's,
+    a backfill's): ``None`` or one of the policies; otherwise ``invalid_options`` at
+    ``overlap``, the message naming ``label``."""
+    if value is None:
+        return None
+    for choice in _OVERLAPS:
+        if value == choice:
+            return choice
+    raise TriggerError(
+        "invalid_options",
+        f"{label} must be skip, buffer-one or supersede, received {value!r}",
+        path="overlap",
+    )
 
 
 def _catch_up(path: str, value: object) -> CatchUp:

@@ -18,7 +18,7 @@ import msgspec
 
 from .._constants import is_safe_integer
 from .._cron import Cron
-from .._declarations import Backfill, Overlap
+from .._declarations import Backfill, Overlap, overlap_override
 from .._errors import TriggerError
 from .._identities import iso, reservation_occurrence
 
@@ -44,8 +44,6 @@ __all__ = [
 BACKFILL_DEFAULT_MAX: Final = 1_000
 #: The highest bound a caller may ask for.
 BACKFILL_MAX_LIMIT: Final = 100_000
-
-_OVERLAPS: Final = ("skip", "buffer-one", "supersede")
 
 
 # --- writes --------------------------------------------------------------------------------
@@ -123,16 +121,7 @@ def _bound(value: object) -> int:
 
 
 def _overlap(value: object) -> Overlap | None:
-    if value is None:
-        return None
-    for choice in _OVERLAPS:
-        if value == choice:
-            return choice
-    raise TriggerError(
-        "invalid_options",
-        f"backfill overlap must be skip, buffer-one or supersede, received {value!r}",
-        path="overlap",
-    )
+    return overlap_override(value, label="backfill overlap")
 
 
 def check_backfill_arguments(

@@ -15,6 +15,7 @@ import msgspec
 from .. import _instrument as instrument
 from .._constants import is_safe_integer
 from .._cron import Cron
+from .._declarations import overlap_override
 from .._errors import TriggerError
 from .._json import JsonValueError, copy_json, encode_json
 from .._wake import notify_registered
@@ -261,12 +262,7 @@ class EngineStore:
         The caller launches a ``fire``/``supersede`` claim as the scheduler does.
         """
         chosen_key = check_manual_key(key)
-        if overlap is not None and overlap not in ("skip", "buffer-one", "supersede"):
-            raise TriggerError(
-                "invalid_options",
-                f"overlap must be skip, buffer-one or supersede, received {overlap!r}",
-                path="overlap",
-            )
+        overlap = overlap_override(overlap)
         if by is not None and (not isinstance(by, str) or not storable(by)):
             raise TriggerError("invalid_options", "by must be storable text", path="by")
         input_json: str | None = None
