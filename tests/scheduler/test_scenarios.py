@@ -18,7 +18,18 @@ from trio_triggers import _wake
 from trio_triggers._identities import idempotency_key
 from trio_triggers._scheduler import SchedulerOptions, notify_registered, open_scheduler
 
-from .harness import MIN, H, RecordingStore, ScriptedRunner, Sim, hourly, key, ledger, seed_fired
+from .harness import (
+    MIN,
+    H,
+    RecordingStore,
+    ScriptedRunner,
+    Sim,
+    hourly,
+    key,
+    ledger,
+    seed_fired,
+    store_error,
+)
 
 if TYPE_CHECKING:
     from trio.testing import MockClock
@@ -351,3 +362,76 @@ async def test_a_ticks_claims_share_a_transaction_on_a_batching_store(
     assert sorted(runner.keys) == [idempotency_key(t, MIN) for t in ids]
     if inner_store.__class__.__name__ != "MemoryTriggerStore":
         assert max(sizes) >= len(ids) - 1  # the first claim may lead alone
+
+
+async def test_the_listing_tick_claims_nothing_past_a_failed_claim(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """A store without the attention index (this wrapper) takes the listing tick. Backlog
+    [2H, 3H] under ``catch_up="all"``; the claim of 2H fails once. Were 3H claimed after it,
+    the cursor would pass 2H and the next process, which counts from the cursor, would never
+    fire or record 2H."""
+    await seed_fired(store.inner, hourly("skip", "all", max_catch_up=5))
+    runner.finish_at_once = True
+    async with open_scheduler(store, runner, clock=sim.clock) as first:
+        await sim.tick(first, H)
+    assert runner.keys == [key("hourly", H)]
+    store.fail["claim_fire"] = [store_error()]
+    async with open_scheduler(store, runner, clock=sim.clock) as second:
+        await sim.tick(second, 3 * H + MIN)
+    # 2H's claim failed and 3H was not claimed: the cursor stays before the owed boundary.
+    assert store.claim_occurrences()[-1] == 2 * H
+    assert runner.keys == [key("hourly", H)]
+    current = await store.inner.get("hourly")
+    assert current is not None
+    assert current.last_fired_at == H
+    # The next process owes both again and fires 2H; 3H is skipped behind it.
+    async with open_scheduler(store, runner, clock=sim.clock) as third:
+        await sim.tick(third, 3 * H + 2 * MIN)
+    assert runner.keys == [key("hourly", H), key("hourly", 2 * H)]
+    rows = await ledger(store.inner)
+    assert sorted(rows) == [0, H, 2 * H, 3 * H]  # every owed boundary is in the ledger
+
+
+async def test_the_listing_tick_retries_a_failed_claim_in_the_same_process(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """The same process, on its next tick, claims the failed boundary first (its watermark
+    stayed before it), then the later ones."""
+    await seed_fired(store.inner, hourly("buffer-one", "all", max_catch_up=5))
+    runner.finish_at_once = True
+    async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
+        await sim.tick(scheduler, H)
+        store.fail["claim_fire"] = [store_error()]
+        store.calls.clear()
+        await sim.tick(scheduler, 3 * H + MIN)
+        assert store.claim_occurrences() == [2 * H]
+        store.calls.clear()
+        await sim.tick(scheduler, 3 * H + 2 * MIN)
+        assert store.claim_occurrences() == [2 * H, 3 * H]
+    rows = await ledger(store.inner)
+    assert sorted(rows) == [0, H, 2 * H, 3 * H]
+
+
+async def test_a_first_sight_counts_from_a_claimed_occurrence_on_the_listing_tick(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """Found by the simulator's listing worlds. H is claimed, its ``launched`` write fails, so
+    the launch puts H back in the pending slot and the cursor has never moved; the process
+    stops. The next process's first sight must count from H (the trigger has fired), not owe
+    nothing as for a trigger that never fired: 2H is owed."""
+    await store.register(hourly("skip", "all", max_catch_up=5))
+    runner.finish_at_once = True
+    async with open_scheduler(store, runner, clock=sim.clock) as first:
+        await sim.tick(first, 0)  # first sight at registration: nothing owed yet
+        store.fail["record_result"] = [store_error()]
+        await sim.tick(first, H)
+    current = await store.inner.get("hourly")
+    assert current is not None
+    assert current.last_fired_at is None
+    assert (await store.inner.inspect("hourly")).pending_at == H
+    async with open_scheduler(store, runner, clock=sim.clock) as second:
+        await sim.tick(second, 2 * H + 25 * MIN)
+    rows = await ledger(store.inner)
+    assert sorted(rows) == [H, 2 * H]
+    assert rows[H][0] == "completed"

@@ -21,6 +21,7 @@ from trio_triggers.testing import (
     simulate,
     simulate_async,
 )
+from trio_triggers.testing._sim_worlds import AUDITED
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -210,3 +211,46 @@ def test_report_is_identical_across_processes_and_hash_seeds() -> None:
         )
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] == simulate(9, days=1).to_json()
+
+
+# Worlds on the listing tick (a store without the attention index, or listing=True): 40
+# seven-day worlds on the memory store, 10 on SQLite, and 20 where a lone scheduler's store
+# fails often and the process crashes often, the world where a claim past a failed claim
+# would lose a boundary. T20 reports every missing boundary of an audited trigger on this
+# path as on the indexed one (docs/simulation.md, "CI seed sets").
+LISTING_FAILING = SimConfig(
+    days=3,
+    schedulers=1,
+    store_fault_rate=0.2,
+    store_hangs=False,
+    crashes_per_day=10,
+    declarations=AUDITED,
+    listing=True,
+)
+
+
+@pytest.mark.parametrize("seed", range(4000, 4040))
+def test_listing_memory_world(seed: int) -> None:
+    simulate(seed, SimConfig(days=7, store="memory", listing=True))
+
+
+@pytest.mark.parametrize("seed", range(4500, 4510))
+def test_listing_sqlite_world(seed: int) -> None:
+    simulate(seed, SimConfig(days=7, store="sqlite", listing=True))
+
+
+@pytest.mark.parametrize("seed", range(4800, 4820))
+def test_listing_world_on_a_failing_store(seed: int) -> None:
+    simulate(seed, LISTING_FAILING)
+
+
+def test_claiming_past_a_failed_claim_is_caught_on_the_listing_tick() -> None:
+    buggy = msgspec.structs.replace(LISTING_FAILING, planted_bugs=("claim_past_failed_claim",))
+    caught: list[SimulationViolation] = []
+    for seed in range(CATCH_SEEDS):
+        try:
+            simulate(seed, buggy)
+        except SimulationViolation as exc:
+            caught.append(exc)
+    assert {exc.violation.invariant for exc in caught} == {"T20"}
+    assert len(caught) >= CATCH_AT_LEAST, f"caught only in seeds {[e.seed for e in caught]}"

@@ -145,6 +145,18 @@ def _carrying(
     return lambda trigger, occurrence: claim_once(trigger, occurrence, dropped)
 
 
+def _claimed_mark(held: Held | None) -> int | None:
+    """The latest occurrence ``held`` shows as claimed (reserved or pending), if any."""
+    if held is None:
+        return None
+    marks = [held.pending_at] if held.pending_at is not None else []
+    if held.active_run_id is not None:
+        reserved = reservation_occurrence(held.active_run_id)
+        if reserved is not None:
+            marks.append(reserved)
+    return max(marks) if marks else None
+
+
 def end_result(trigger_id: str, occurrence: int, run_id: str, state: RunState) -> Result:
     """Map a stopped run state to the result that settles its occurrence (§12.4)."""
     if state == "completed":
@@ -656,7 +668,7 @@ class Scheduler:
             return  # disabled or paused: recovery only, never new work
         if running is None or trigger.overlap == "supersede":
             await self._resume_pending(trigger, held)
-        due = due_occurrences(trigger, now, self._watermark_of(trigger, now))
+        due = due_occurrences(trigger, now, self._watermark_of(trigger, now, held))
         claim_first = _carrying(self._claim_once, due)
         dispatched: int | None = None
         interrupted = False
@@ -674,14 +686,13 @@ class Scheduler:
                     exc_info=True,
                     extra={"trigger_id": trigger.id, "occurrence": occurrence},
                 )
+                # Nothing is claimed past a failed claim, on every tick (indexed or listing):
+                # a later claim would move the durable cursor past a boundary that is still
+                # owed, and a process that stopped before its retry would lose it for good
+                # (docs/scheduler.md, "Nothing is claimed past a failed claim").
                 interrupted = True
-                if self._indexed:
-                    # Nothing is claimed past a failed claim: a later claim would move the
-                    # shared cursor past a boundary that is still owed (docs/scheduler.md).
-                    break
-                continue
-            if not interrupted:
-                dispatched = occurrence
+                break
+            dispatched = occurrence
         if stale:
             if dispatched is not None:
                 self._observe(trigger.id, dispatched)
@@ -725,7 +736,9 @@ class Scheduler:
         if claim.claimed:
             await self._dispatch_claimed(trigger, occurrence, claim)
 
-    def _watermark_of(self, trigger: RegisteredTrigger, now: int) -> int | None:
+    def _watermark_of(
+        self, trigger: RegisteredTrigger, now: int, held: Held | None = None
+    ) -> int | None:
         """The watermark ``due_occurrences`` counts from (§6.1's ``observed``).
 
         On an indexed store, where several schedulers share the rows and each sees a row only
@@ -737,9 +750,17 @@ class Scheduler:
         * a trigger that has never fired was observed when it was registered
           (``registered_at_ms``): a scheduler seeing it for the first time owes the boundaries
           since then, as a scheduler running at the registration would have.
+
+        On the listing tick the watermark is this instance's own, with one addition: a
+        trigger whose cursor has not moved yet but which holds a claimed occurrence (its
+        reservation, or the pending slot a failed launch restored it to) has fired, so a first
+        sight counts from that occurrence instead of owing nothing (docs/scheduler.md, "A
+        claimed occurrence is a first sight's floor").
         """
         observed = self._observed.get(trigger.id)
         if not self._indexed:
+            if observed is None and trigger.last_fired_at is None:
+                return _claimed_mark(held)
             return observed
         cursor = trigger.last_fired_at
         if observed is not None:

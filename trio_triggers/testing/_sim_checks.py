@@ -41,7 +41,6 @@ async def final_checks(
     *,
     audited: set[str],
     quiet_start: int,
-    alive_at_end: set[str],
 ) -> None:
     """T31, T20, T14 and T40, trigger by trigger, on the final state."""
     assert obs.snapshot is not None
@@ -52,7 +51,7 @@ async def final_checks(
         _dispatched_settled_or_owed(obs, state, tid)
         _granted_rows_exist(obs, state, tid)
         if tid in audited:
-            _no_boundary_lost(obs, state.triggers[tid], quiet_start, alive_at_end)
+            _no_boundary_lost(obs, state.triggers[tid], quiet_start)
         await _history_consistent(obs, admin, tid)
         await _backfill_finished(obs, admin, state, tid)
 
@@ -103,9 +102,7 @@ def _granted_rows_exist(obs: StoreObserver, state: StoreState, tid: str) -> None
             obs.violated("T20", f"{tid}@{occ} was granted but has no ledger row")
 
 
-def _no_boundary_lost(
-    obs: StoreObserver, row: TriggerRow, quiet_start: int, alive_at_end: set[str]
-) -> None:
+def _no_boundary_lost(obs: StoreObserver, row: TriggerRow, quiet_start: int) -> None:
     """T20: an audited trigger (catch-up ``all``) owns a row for every boundary."""
     tid = row.trigger_id
     rows = sorted(obs.grants.ever_rows.get(tid, set()))
@@ -119,25 +116,10 @@ def _no_boundary_lost(
     for b in boundaries:
         if b in seen:
             continue
-        # The reference listing tick (§12.6) tries later occurrences after a failed claim and
-        # their claims advance the durable cursor, so the failed boundary stays owed only by
-        # the failing instance's watermark: it is lost if that instance dies before its retry,
-        # or if it failed at first sight. The indexed tick claims nothing past a failed claim
-        # (docs/departures.md), so there every missing boundary is a violation.
-        failed_by = obs.failed_claims.get((tid, b), set())
-        excused = (
-            obs.config.listing
-            and bool(failed_by)
-            and (
-                any(first for _c, first in failed_by)
-                or all(c not in alive_at_end for c, _f in failed_by)
-            )
-        )
-        if excused:
-            obs.counts["spec_gap.lost_after_failed_claim"] += 1
-        else:
-            obs.violated("T20", f"{tid}: boundary {b} was never claimed")
-            return
+            # Neither tick claims past a failed claim (docs/scheduler.md), so the cursor never
+            # passes an owed boundary and every missing one is a violation, on every path.
+        obs.violated("T20", f"{tid}: boundary {b} was never claimed")
+        return
 
 
 async def _backfill_finished(

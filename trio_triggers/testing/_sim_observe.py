@@ -249,7 +249,6 @@ class StoreObserver:
         self.crons: dict[tuple[str, str | None], Cron] = {}
         self.granted: dict[str, set[int]] = {}
         self.max_wall = 0
-        self.failed_claims: dict[tuple[str, int], set[tuple[str, bool]]] = {}
         self.spec_gap_orphans: set[str] = set()
         #: Set once the store is open: exact snapshots, and (T35) the attention index.
         self.snapshot: Callable[[str | None], StoreState] | None = None
@@ -501,8 +500,6 @@ class StoreObserver:
         if call.error is None and method in ("register", "pause", "resume"):
             reg = call.answer.trigger if method == "resume" else call.answer
             self.declarations[(reg.id, reg.revision)] = reg
-        if method == "claim_fire" and call.error is not None:
-            self.note_failed_claim(call.caller, call.args[0], call.args[1])
         if method == "start_backfill" and call.error is None:
             started: RegisteredTrigger = call.answer
             self.backfilled[started.id] = (started.backfill, started.cron, started.timezone)
@@ -557,13 +554,6 @@ class StoreObserver:
                 self.violated("T17", f"{call.caller}: watermark of {tid} fell {old} -> {mark}")
             if mark is not None:
                 cs.watermarks[tid] = mark
-
-    def note_failed_claim(self, caller: str, trigger_id: str, occurrence: int) -> None:
-        """Remember who failed to claim a boundary, and whether it was at first sight."""
-        cs = self.callers.get(caller)
-        sch = cs.scheduler if cs is not None else None
-        first_sight = sch is not None and sch.watermark(trigger_id) is None
-        self.failed_claims.setdefault((trigger_id, occurrence), set()).add((caller, first_sight))
 
     def note_orphans(self, call: StoreCall) -> None:
         """T20: releasing a reservation never drops the launched predecessor it recorded.

@@ -148,7 +148,6 @@ class _World:
         )
         self.runners = RunnerObserver(self.trace, self.options, self.callers)
         self.quiet_start = 0
-        self.alive_at_end: set[str] = set()
         self.trigger_ids: list[str] = []
 
     @property
@@ -162,13 +161,11 @@ class _World:
     # ------------------------------------------------------------------ the observers
 
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
-        """The trigger store's faults: drawn, and a failed claim remembered (for T20)."""
+        """The trigger store's faults: drawn, and slowed by the configured latency."""
         fault = self.draws.store_fault(caller, method, args)
         latency = self.config.store_latency
         if fault is None and latency > 0 and caller.startswith("s"):
             fault = Fault(kind="slow", delay=latency)
-        if fault is not None and method == "claim_fire" and fault.kind in ("fail_before", "hang"):
-            self.observer.note_failed_claim(caller, args[0], args[1])
         return fault
 
     async def before(self, call: StoreCall) -> None:
@@ -505,7 +502,6 @@ class _World:
                         self.quiet_down(faulty)
                         await trio.sleep(config.quiet_hours * 3600)
                         check_ticking(obs, set(self.scopes))
-                        self.alive_at_end = set(self.scopes)
                         for caller in sorted(self.callers):
                             self.callers[caller].closing = True
                         slots.cancel_scope.cancel()
@@ -514,7 +510,6 @@ class _World:
                         admin,
                         audited=self.draws.audited,
                         quiet_start=self.quiet_start,
-                        alive_at_end=self.alive_at_end,
                     )
                     nursery.cancel_scope.cancel()
             if self.trace.violation is not None:
