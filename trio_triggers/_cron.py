@@ -162,6 +162,17 @@ def _parse_field(spec: _FieldSpec, segment: str) -> frozenset[int]:
     return frozenset(values)
 
 
+@lru_cache(maxsize=4096)
+def _field(spec: _FieldSpec, segment: str) -> tuple[frozenset[int], str, tuple[int, ...]]:
+    """A field's values, its croniter text (``*`` for the whole range) and its sorted values:
+    computed once per distinct (field, text), since 100 000 distinct daily schedules share
+    only 60 + 60 + 24 field texts."""
+    values = _parse_field(spec, segment)
+    ordered = tuple(sorted(values))
+    rendered = "*" if len(values) == spec.high - spec.low + 1 else ",".join(map(str, ordered))
+    return values, rendered, ordered
+
+
 class _Compiled:
     """The parsed fields of one expression plus its (shared, locked) croniter object."""
 
@@ -179,13 +190,9 @@ class _Compiled:
     def __init__(self, segments: list[str]) -> None:
         self.has_seconds = len(segments) == 6
         texts = segments if self.has_seconds else ["0", *segments]
-        self.fields = tuple(
-            _parse_field(spec, text) for spec, text in zip(_SPECS, texts, strict=True)
-        )
-        rendered = [
-            "*" if len(values) == spec.high - spec.low + 1 else ",".join(map(str, sorted(values)))
-            for spec, values in zip(_SPECS, self.fields, strict=True)
-        ]
+        parsed = [_field(spec, text) for spec, text in zip(_SPECS, texts, strict=True)]
+        self.fields = tuple(values for values, _, _ in parsed)
+        rendered = [text for _, text, _ in parsed]
         self.every_hour = rendered[2] == "*"
         dom_free, dow_free = rendered[3] == "*", rendered[5] == "*"
         months, doms = self.fields[4], self.fields[3]
@@ -207,11 +214,7 @@ class _Compiled:
         # sorted second, minute and hour values alone (see _day_call).
         self.day_times: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
         if dom_free and dow_free and len(months) == 12:
-            self.day_times = (
-                tuple(sorted(self.fields[0])),
-                tuple(sorted(self.fields[1])),
-                tuple(sorted(self.fields[2])),
-            )
+            self.day_times = (parsed[0][2], parsed[1][2], parsed[2][2])
 
     @property
     def wallcron(self) -> croniter:
