@@ -256,3 +256,40 @@ def test_attention_rules() -> None:
     assert at(last_fired_at=H, pending_at=H) == H
     assert at(registered_at=None) == UNKNOWN + 1
     assert at(cron="not a cron") == 10
+
+
+async def test_register_many_answers_what_the_store_then_reads(env: Env) -> None:
+    """A bulk registration makes a new row's answer from its declaration instead of reading
+    it back: the answer must be what ``get`` reads, for new, unchanged and changed rows, and
+    across the inserts' chunks (1 200 rows: more than one multi-row statement everywhere)."""
+    store = engine(env)
+    env.clock.value = 5 * MINUTE
+    await store.register(hourly(id="t0000", input={"v": 1}))
+    declared = [
+        hourly(id=f"t{i:04d}", input={"n": i, "list": [i, "x"]}, enabled=i % 7 != 0)
+        for i in range(1200)
+    ]
+    answers = await store.register_many(declared)
+    assert [answer.id for answer in answers] == [d.id for d in declared]
+    for answer in answers:
+        assert answer == await store.get(answer.id)
+    assert answers[0].revision == 2  # changed (its input)
+    assert {answer.revision for answer in answers[1:]} == {1}
+    assert await instant(env, "t0001") == H
+    assert await instant(env, "t0007") is None  # disabled: no attention
+    again = await store.register_many(declared)
+    assert again == answers  # unchanged: nothing written, the same answers
+
+
+async def test_register_many_writes_new_rows_in_a_few_statements(tmp_path: Any) -> None:
+    """1 000 new triggers on SQLite: one read of what exists and multi-row inserts, not four
+    statements per row (issue: registration at a million)."""
+    from trio_triggers._store import open_sqlite_trigger_store
+
+    async with open_sqlite_trigger_store(str(tmp_path / "t.sqlite")) as store:
+        statements: list[str] = []
+        store._database._connection.set_trace_callback(statements.append)
+        registered = await store.register_many([hourly(id=f"t{i}") for i in range(1000)])
+        assert len(registered) == 1000
+        touching = [s for s in statements if "tt_triggers" in s]
+        assert len(touching) <= 10, touching[:20]

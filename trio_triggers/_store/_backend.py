@@ -210,6 +210,20 @@ class StoreTx(Protocol):
         and add 1 to revision (``registered_at_ms`` kept)."""
         ...
 
+    def triggers_named(self, trigger_ids: Sequence[str]) -> builtins.list[RawTrigger]:
+        """The whole rows of the named triggers (any order; absent ids omitted), read in as
+        few statements as the backend allows (a bulk registration's one look at what exists)."""
+        ...
+
+    def insert_new(
+        self, rows: Sequence[tuple[EncodedTrigger, int | None]], registered_at: int
+    ) -> set[str]:
+        """Insert each ``(trigger, attention_at)`` as a new row (revision 1, ``registered_at``,
+        that attention instant) in multi-row statements; answers the ids it inserted. A row
+        that exists by then (a concurrent registration on a server database) is left alone
+        and its id is not in the answer: the caller registers it the ordinary way."""
+        ...
+
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         """The :data:`ATTENTION_COLUMNS` of the named rows (any order; absent ids omitted)."""
         ...

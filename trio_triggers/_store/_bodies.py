@@ -10,11 +10,12 @@ unchanged. (The attention index's bodies and the refresh that follows every writ
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar, cast
 
 import msgspec
 
 from .._cron import Cron
+from .._declarations import RegisteredTrigger
 from .._errors import TriggerError
 from .._identities import (
     is_manual_reservation,
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Sequence
 
-    from .._declarations import Overlap, RegisteredTrigger
+    from .._declarations import CatchUp, Overlap
     from ._backend import RawFire, RawManualFire, StoreTx
 
 __all__ = [
@@ -562,31 +563,61 @@ def body_register_many(
 ) -> builtins.list[RegisteredTrigger]:
     """``register`` of each declaration in one transaction; an unchanged one is left alone.
 
-    Each declaration comes with its parsed expression, so a registration of many distinct
-    schedules parses each once.
+    Built for a config of a million triggers (docs/store.md, "Registering many"): one read of
+    the rows that exist (a few statements), the new rows written by multi-row inserts with
+    their attention instants, and each distinct expression's next occurrence computed once.
+    A new row's answer is made from its declaration (revision 1, never fired, nothing held:
+    what reading it back would give); a changed one is registered as :func:`body_register`
+    does, an unchanged one answered from its row. Each declaration comes with its parsed
+    expression, so a registration of many distinct schedules parses each once.
     """
-    answers: list[RegisteredTrigger] = []
     inner = tx.tx if isinstance(tx, Attending) else tx
+    existing = {raw[0]: raw for raw in inner.triggers_named([one.trigger_id for one, _ in encoded])}
+    answers: list[RegisteredTrigger | None] = []
+    fresh: list[tuple[EncodedTrigger, int | None]] = []
+    upcoming: dict[int, int] = {}  # id(cron) -> its next occurrence after now
     for one, cron in encoded:
         # §9.4 step 2 (the cron must have a next occurrence from the store's now), and for a
-        # new row its attention instant: the same search.
-        upcoming = cron.next(now)
-        current = tx.trigger(one.trigger_id)
-        if current is not None:
-            if tuple(current[:9]) != _encoded_columns(one):
-                answers.append(body_register(tx, one, now))  # refreshed with the transaction
-            else:
-                answers.append(decode_trigger(current)[0])
-            continue
-        # A new row: its instant is known without reading it back (never fired, nothing held,
-        # registered now), so it is written here, with the expression already parsed.
-        inner.upsert(one, now)
-        inner.set_attention(one.trigger_id, upcoming if one.enabled == 1 else None)
-        registered = body_get(inner, one.trigger_id)
-        if registered is None:
-            raise TriggerError("store", "registered trigger disappeared")
-        answers.append(registered)
-    return answers
+        # new row its attention instant: the same search, once per distinct expression.
+        following = upcoming.get(id(cron))
+        if following is None:
+            following = upcoming[id(cron)] = cron.next(now)
+        current = existing.get(one.trigger_id)
+        if current is None:
+            fresh.append((one, following if one.enabled == 1 else None))
+            answers.append(None)
+        elif tuple(current[:9]) != _encoded_columns(one):
+            answers.append(body_register(tx, one, now))  # refreshed with the transaction
+        else:
+            answers.append(decode_trigger(current)[0])
+    inserted = inner.insert_new(fresh, now) if fresh else set()
+    made = iter(fresh)
+    done: list[RegisteredTrigger] = []
+    for answer in answers:
+        if answer is None:
+            one = next(made)[0]
+            # Not inserted: registered meanwhile by a concurrent transaction (a server
+            # database); then registered here the ordinary way.
+            inserted_here = one.trigger_id in inserted
+            answer = _new_row(one) if inserted_here else body_register(tx, one, now)
+        done.append(answer)
+    return done
+
+
+def _new_row(encoded: EncodedTrigger) -> RegisteredTrigger:
+    """The trigger a new row of ``encoded`` decodes to (revision 1, nothing else set)."""
+    return RegisteredTrigger(
+        id=encoded.trigger_id,
+        flow_id=encoded.flow_id,
+        input=decode_json(encoded.input_json),
+        cron=encoded.cron,
+        timezone=encoded.timezone,
+        overlap=cast("Overlap", encoded.overlap),  # (validated by Trigger.make before encoding)
+        catch_up=cast("CatchUp", encoded.catch_up),
+        max_catch_up=encoded.max_catch_up,
+        enabled=encoded.enabled == 1,
+        revision=1,
+    )
 
 
 def body_last_heartbeat(tx: StoreTx) -> SchedulerHeartbeat | None:

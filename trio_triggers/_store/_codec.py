@@ -461,8 +461,14 @@ _MISSED_AT = TRIGGER_COLUMNS.index(MISSED_COLUMNS[0])
 def _missed(raw: RawTrigger) -> MissedCounts:
     """The counter columns of a row (NULL, as a row written before the migration reads in the
     memory store, is 0; anything else undecodable is 0 rather than failing the listing)."""
-    values = [v if is_int(v) else 0 for v in raw[_MISSED_AT : _MISSED_AT + len(MISSED_COLUMNS)]]
+    columns = raw[_MISSED_AT : _MISSED_AT + len(MISSED_COLUMNS)]
+    if not any(columns):
+        return _NOTHING_MISSED  # the common row (each falsy column reads as 0 below too)
+    values = [v if is_int(v) else 0 for v in columns]
     return MissedCounts(**dict(zip(MISSED_REASONS, values, strict=True)))  # type: ignore[arg-type]
+
+
+_NOTHING_MISSED: Final = MissedCounts(**dict.fromkeys(MISSED_REASONS, 0))
 
 
 def listed_row(raw: RawTrigger) -> Listed:

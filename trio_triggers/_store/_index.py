@@ -176,6 +176,15 @@ class Attending:
         self.touched.add(trigger.trigger_id)
         self.tx.upsert(trigger, registered_at)
 
+    def triggers_named(self, trigger_ids: Sequence[str]) -> builtins.list[RawTrigger]:
+        return self.tx.triggers_named(trigger_ids)
+
+    def insert_new(
+        self, rows: Sequence[tuple[EncodedTrigger, int | None]], registered_at: int
+    ) -> set[str]:
+        # A new row's attention instant is written with it: nothing to refresh.
+        return self.tx.insert_new(rows, registered_at)
+
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         return self.tx.attention_inputs(trigger_ids)
 

@@ -419,6 +419,25 @@ class _MemoryTx:
 
     # -- the attention index ----------------------------------------------------------------
 
+    def triggers_named(self, trigger_ids: Sequence[str]) -> builtins.list[RawTrigger]:
+        self._touch("select", "tt_triggers", {})
+        rows = self._t.triggers
+        return [
+            tuple(rows[key].get(c) for c in TRIGGER_COLUMNS) for key in trigger_ids if key in rows
+        ]
+
+    def insert_new(
+        self, rows: Sequence[tuple[EncodedTrigger, int | None]], registered_at: int
+    ) -> set[str]:
+        inserted: set[str] = set()
+        for trigger, attention_at in rows:
+            if trigger.trigger_id in self._t.triggers:
+                continue  # (a transaction of its own: only a caller's mistake gets here)
+            self.upsert(trigger, registered_at)
+            self.set_attention(trigger.trigger_id, attention_at)
+            inserted.add(trigger.trigger_id)
+        return inserted
+
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[RawAttention]:
         self._touch("select", "tt_triggers", {})
         rows = self._t.triggers

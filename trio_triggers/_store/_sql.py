@@ -11,7 +11,7 @@ neighbouring writes merge into one statement, is decided here too (:func:`statem
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import msgspec
 
@@ -46,10 +46,13 @@ if TYPE_CHECKING:
     from ._models import HistoryQuery
 
 __all__ = [
+    "INSERT_NEW_COLUMNS",
     "Statement",
     "TriggerSql",
     "WriteStatements",
     "history_statement",
+    "insert_new_params",
+    "insert_new_statement",
     "split_state_with_fire",
     "statement_for",
     "statements_for",
@@ -261,6 +264,7 @@ class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
     """One dialect's statements (parameters in the order the comment says)."""
 
     select_trigger: str  # (trigger_id)
+    select_triggers_head: str  # every row, no WHERE (select_named adds its id test)
     select_triggers: str
     select_enabled: str
     select_state: str  # (trigger_id)
@@ -298,6 +302,11 @@ class TriggerSql(msgspec.Struct, frozen=True, kw_only=True):
         """``history``'s read (see :func:`history_statement`)."""
         return history_statement(query, fetch, self.param)
 
+    def select_named(self, count: int) -> str:
+        """The whole rows of ``count`` named triggers (``trigger_id IN (...)``)."""
+        marks = ", ".join([self.param] * count)
+        return f"{self.select_triggers_head} WHERE trigger_id IN ({marks})"
+
     @staticmethod
     def upsert_values(trigger: EncodedTrigger, registered_at: int) -> tuple[object, ...]:
         """The parameters of :attr:`upsert`."""
@@ -328,6 +337,7 @@ def trigger_sql(
     select_state = f"SELECT {_STATE_COLUMNS} FROM tt_triggers WHERE trigger_id = {p}"
     return TriggerSql(
         select_trigger=f"SELECT {_COLUMNS} FROM tt_triggers WHERE trigger_id = {p}",
+        select_triggers_head=f"SELECT {_COLUMNS} FROM tt_triggers",
         select_triggers=f"SELECT {_COLUMNS} FROM tt_triggers ORDER BY trigger_id",
         select_enabled=(
             f"SELECT {_COLUMNS} FROM tt_triggers WHERE enabled = 1 ORDER BY trigger_id"
@@ -426,6 +436,55 @@ def trigger_sql(
         writes=write_statements(param=param, greatest=greatest, text_param=text_param),
         param=param,
     )
+
+
+#: The columns a bulk registration writes for a new row (:func:`insert_new_statement`).
+INSERT_NEW_COLUMNS: Final = (
+    "trigger_id",
+    "flow_id",
+    "input_json",
+    "cron",
+    "timezone",
+    "overlap",
+    "catch_up",
+    "max_catch_up",
+    "enabled",
+    "registered_at_ms",
+    "attention_at_ms",
+)
+
+
+def insert_new_statement(rows: int, param: str, suffix: str = "") -> str:
+    """One ``INSERT`` of ``rows`` new trigger rows (revision 1), each with the parameters
+    :func:`insert_new_params` gives; ``suffix`` ends it (`` ON CONFLICT DO NOTHING ...``)."""
+    values = "(" + ", ".join([param] * 9) + f", 1, {param}, {param})"
+    columns = ", ".join(INSERT_NEW_COLUMNS[:9]) + ", revision, registered_at_ms, attention_at_ms"
+    return f"INSERT INTO tt_triggers ({columns}) VALUES " + ", ".join([values] * rows) + suffix
+
+
+def insert_new_params(
+    rows: Sequence[tuple[EncodedTrigger, int | None]], registered_at: int
+) -> list[object]:
+    """The parameters of :func:`insert_new_statement`, row after row."""
+    params: list[object] = []
+    extend = params.extend
+    for trigger, attention_at in rows:
+        extend(
+            (
+                trigger.trigger_id,
+                trigger.flow_id,
+                trigger.input_json,
+                trigger.cron,
+                trigger.timezone,
+                trigger.overlap,
+                trigger.catch_up,
+                trigger.max_catch_up,
+                trigger.enabled,
+                registered_at,
+                attention_at,
+            )
+        )
+    return params
 
 
 def upsert_params(trigger: EncodedTrigger, registered_at: int) -> tuple[object, ...]:

@@ -10,6 +10,7 @@ here, each as one statement.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
@@ -29,6 +30,7 @@ from ._backend import (
     trigger_sql,
     write_failed,
 )
+from ._sql import INSERT_NEW_COLUMNS, insert_new_params, insert_new_statement
 
 if TYPE_CHECKING:
     import builtins
@@ -163,6 +165,20 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
 
 _SQL = trigger_sql(param="?", greatest="max", text_param="?")
 
+#: Rows per multi-row ``INSERT`` of a bulk registration: 11 parameters a row stays under
+#: SQLite's limit on a statement's parameters (32 766 since 3.32, 999 before).
+_BULK_ROWS: Final = 500 if sqlite3.sqlite_version_info >= (3, 32) else 90
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_new(rows: int) -> str:
+    return insert_new_statement(rows, "?")
+
+
+@functools.lru_cache(maxsize=8)
+def _select_named(count: int) -> str:
+    return _SQL.select_named(count)
+
 
 class _SqliteTx:
     """:class:`StoreTx` over one open SQLite transaction."""
@@ -220,6 +236,24 @@ class _SqliteTx:
 
     def upsert(self, trigger: backend.EncodedTrigger, registered_at: int) -> None:
         self._c.execute(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
+
+    def triggers_named(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawTrigger]:
+        rows: list[backend.RawTrigger] = []
+        step = _BULK_ROWS * len(INSERT_NEW_COLUMNS)  # as many ids as a bulk insert's values
+        for start in range(0, len(trigger_ids), step):
+            chunk = trigger_ids[start : start + step]
+            rows.extend(self._c.execute(_select_named(len(chunk)), chunk).fetchall())
+        return rows
+
+    def insert_new(
+        self, rows: Sequence[tuple[backend.EncodedTrigger, int | None]], registered_at: int
+    ) -> set[str]:
+        # One write transaction holds the database (BEGIN IMMEDIATE): rows read absent in it
+        # are still absent, so every row is inserted.
+        for start in range(0, len(rows), _BULK_ROWS):
+            chunk = rows[start : start + _BULK_ROWS]
+            self._c.execute(_insert_new(len(chunk)), insert_new_params(chunk, registered_at))
+        return {trigger.trigger_id for trigger, _ in rows}
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawAttention]:
         rows: list[backend.RawAttention] = []

@@ -16,7 +16,8 @@ no claim reads). Read-only methods take no locks (READ COMMITTED: one consistent
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, TypeVar, final
+import functools
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import psycopg
 
@@ -32,6 +33,7 @@ from .._store._backend import (
     trigger_sql,
     write_failed,
 )
+from .._store._sql import insert_new_params, insert_new_statement
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
 from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
 
@@ -79,6 +81,19 @@ _PREFETCH_FIRES = (
     "ON f.trigger_id = k.trigger_id AND f.occurrence_at_ms = k.occurrence_at_ms"
 )
 _ATTENTION_INPUTS = _SQL.select_attention + "= ANY(%s::text[])"
+_SELECT_NAMED = _SQL.select_triggers_head + " WHERE trigger_id = ANY(%s::text[])"
+#: Rows per multi-row ``INSERT`` of a bulk registration (11 parameters a row: far under the
+#: protocol's 65 535).
+_BULK_ROWS: Final = 1000
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_new(rows: int) -> str:
+    return insert_new_statement(
+        rows, "%s", " ON CONFLICT (trigger_id) DO NOTHING RETURNING trigger_id"
+    )
+
+
 _HOLD = "UPDATE tt_triggers SET attention_at_ms = %s WHERE trigger_id = ANY(%s::text[])"
 
 
@@ -239,6 +254,26 @@ class _PostgresTx:
     def upsert(self, trigger: backend.EncodedTrigger, registered_at: int) -> None:
         self._forget(trigger.trigger_id)
         self._write(_SQL.upsert, _SQL.upsert_values(trigger, registered_at))
+
+    def triggers_named(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawTrigger]:
+        for trigger_id in trigger_ids:
+            self._forget(trigger_id)
+        return self._query(_SELECT_NAMED, (list(trigger_ids),)).fetchall()
+
+    def insert_new(
+        self, rows: Sequence[tuple[backend.EncodedTrigger, int | None]], registered_at: int
+    ) -> set[str]:
+        # A row read absent may be inserted by a concurrent registration before this one
+        # (READ COMMITTED takes no lock on an absent row): DO NOTHING leaves it, and its id is
+        # missing from the answer, so the caller registers it the ordinary way.
+        inserted: set[str] = set()
+        for start in range(0, len(rows), _BULK_ROWS):
+            chunk = rows[start : start + _BULK_ROWS]
+            for trigger, _ in chunk:
+                self._forget(trigger.trigger_id)
+            cursor = self._query(_insert_new(len(chunk)), insert_new_params(chunk, registered_at))
+            inserted.update(str(row[0]) for row in cursor.fetchall())
+        return inserted
 
     def attention_inputs(self, trigger_ids: Sequence[str]) -> builtins.list[backend.RawAttention]:
         return self._query(_ATTENTION_INPUTS, (list(trigger_ids),)).fetchall()
