@@ -41,7 +41,7 @@ from .._scheduler import (
     open_scheduler,
     summaries,
 )
-from .._store import Fire, FireRecord, HistoryQuery, MissedCounts, TriggerStore
+from .._store import Fire, FireRecord, HistoryQuery, Listed, MissedCounts, TriggerStore
 from ._backfill import backfill_command, backfill_line
 from ._config import LoadedConfig, default_db_for, explain_trigger_error, load_config
 from ._flows import CommandFlow
@@ -258,30 +258,35 @@ def build_flows(loaded: LoadedConfig) -> dict[str, FlowFn]:
     return flows
 
 
-async def sync_triggers(store: TriggerStore, triggers: list[Trigger]) -> list[str]:
+async def sync_triggers(
+    store: TriggerStore, triggers: list[Trigger]
+) -> tuple[list[str], list[Listed]]:
     """Register every declared trigger that is new or differs from its stored declaration.
 
-    On a store with ``register_many`` (every built-in store) the whole config goes in one
-    transaction, which leaves unchanged declarations alone: a 100 000-trigger config starts in
-    seconds, and re-applying it never bumps a revision.
+    Answers the ids registered or updated, and the store's rows as they were before (what
+    ``run`` checks the triggers the config does not declare against: the sync leaves those
+    alone, so one listing serves both). On a store with ``register_many`` (every built-in
+    store) the whole config goes in one transaction, which leaves unchanged declarations
+    alone: a 100 000-trigger config starts in seconds, and re-applying it never bumps a
+    revision.
     """
+    rows = list(await store.list())
+    before = {listed.trigger_id: listed.trigger for listed in rows}
+    changed = [
+        trigger.id
+        for trigger in triggers
+        if (stored := before.get(trigger.id)) is None or stored.declaration != trigger
+    ]
+    wanted = set(changed)
+    todo = [trigger for trigger in triggers if trigger.id in wanted]
     many = getattr(store, "register_many", None)
     if many is not None:
-        before = {listed.trigger_id: listed.trigger for listed in await store.list()}
-        await many(triggers)
-        return [
-            trigger.id
-            for trigger in triggers
-            if (stored := before.get(trigger.id)) is None or stored.declaration != trigger
-        ]
-    changed: list[str] = []
-    for trigger in triggers:
-        existing = await store.get(trigger.id)
-        if existing is not None and existing.declaration == trigger:
-            continue
+        if todo:
+            await many(todo)
+        return changed, rows
+    for trigger in todo:
         await store.register(trigger)
-        changed.append(trigger.id)
-    return changed
+    return changed, rows
 
 
 def _event_line(record: FireRecord, now_ms: int, owner: str | None = None) -> str:
@@ -494,9 +499,9 @@ async def _serve(
         trigger_store,
         run_store,
     ):
-        changed = await sync_triggers(trigger_store, loaded.triggers)
+        changed, stored = await sync_triggers(trigger_store, loaded.triggers)
         declared = {t.id for t in loaded.triggers}
-        for row in await trigger_store.list():
+        for row in stored:
             trigger = row.trigger
             if (
                 row.trigger_id not in declared

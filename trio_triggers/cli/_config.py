@@ -15,6 +15,7 @@ import re
 import shlex
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -173,8 +174,8 @@ class _Source:
         self.lines = text.splitlines()
         raw = data.get("triggers")
         self.triggers: list[Any] = raw if isinstance(raw, list) else []
-        ids = [t.get("id") if isinstance(t, dict) else None for t in self.triggers]
-        self.unique = {i for i in ids if isinstance(i, str) and ids.count(i) == 1}
+        ids = Counter(t.get("id") if isinstance(t, dict) else None for t in self.triggers)
+        self.unique = {i for i, n in ids.items() if isinstance(i, str) and n == 1}
 
     def trigger_base(self, index: int) -> str:
         entry = self.triggers[index] if index < len(self.triggers) else None
@@ -429,11 +430,10 @@ def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
     triggers: list[Trigger] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(config.triggers):
-        base = source.trigger_base(index)
         if entry.id in seen:
             raise ConfigError(
                 file,
-                f"{base}.id",
+                f"{source.trigger_base(index)}.id",
                 "duplicate_trigger",
                 f"trigger id {entry.id!r} is already declared at triggers[{seen[entry.id]}]",
                 line=source.line("[[triggers]]", index, "id"),
@@ -442,7 +442,7 @@ def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
         if entry.flow not in config.flows:
             raise ConfigError(
                 file,
-                f"{base}.flow",
+                f"{source.trigger_base(index)}.flow",
                 "unknown_flow",
                 f"no flow {entry.flow!r} is declared under [flows]",
                 line=source.line("[[triggers]]", index, "flow"),
@@ -462,6 +462,7 @@ def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
                 }
             )
         except TriggerError as exc:
+            base = source.trigger_base(index)
             where: str | None = exc.path
             message = exc.message
             if where == "flow_id":
