@@ -14,7 +14,11 @@
   interval (at once when the run is owned by this runner), cancels the flow body and records
   ``cancelled``;
 * leaving the runner (Ctrl-C, the end of ``async with``) stops running flows and hands their runs
-  back as ``suspended`` under their own lease, so the next start picks them up immediately.
+  back as ``suspended`` under their own lease, so the next start picks them up immediately;
+* every write on a run's path is treated as possibly committed when it fails: it is retried
+  with backoff (``create`` by its idempotency key, the outcome under the run's lease), and
+  whether it landed is read from the row, never concluded from the exception
+  (docs/local-runner.md, "When a write fails").
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ._ownership import (
     GuardFailed,
     LivenessCheck,
     LivenessContext,
+    LivenessEvidence,
     NotFound,
     OwnerId,
     RunOutput,
@@ -80,8 +85,16 @@ MAX_ERROR_CHARS = 65_536
 """The run store refuses longer error messages (``ownership.md`` §1.7); we truncate first."""
 
 _ACTIVE_STATUSES = frozenset({"pending", "running", "suspended"})
+_TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 _SHUTDOWN_GRACE_S = 5.0
 _CANDIDATE_LIMIT = 200
+#: A failed write is retried after 50 ms, doubling up to 5 s (docs/local-runner.md).
+_RETRY_FIRST_S: Final = 0.05
+_RETRY_CAP_S: Final = 5.0
+#: ``start`` retries ``create`` this many times before answering that it cannot tell.
+_CREATE_ATTEMPTS: Final = 4
+#: Failures that may have committed (a lost connection, a failed COMMIT): worth a retry.
+_TRANSIENT: Final = frozenset({"persistence_failed"})
 
 
 @final
@@ -231,12 +244,13 @@ class _Worker:
     this process); ``cancel_seen`` is set once the request has been observed (what the flow's
     ``RunContext.cancel_requested`` reads)."""
 
-    __slots__ = ("cancel_event", "cancel_seen", "context")
+    __slots__ = ("cancel_event", "cancel_seen", "context", "result")
 
     def __init__(self) -> None:
         self.cancel_event = trio.Event()
         self.cancel_seen = trio.Event()
         self.context: RunContext | None = None
+        self.result: Finish | None = None  # the body's outcome, as soon as it has one
 
 
 Finish = tuple[Literal["completed", "failed", "cancelled"], str | None, str | None]
@@ -296,6 +310,13 @@ class LocalRunner:
         # waiter that arrives just after the end returns at once instead of at its deadline).
         self._end_waiters: dict[str, trio.Event] = {}
         self._finished_lately: OrderedDict[str, None] = OrderedDict()
+        # Outcomes a flow reached that are not yet durable (their write kept failing): kept so
+        # that whoever writes next (the worker's retries, the hand-back, the dispatcher's repair
+        # of a run left running under this owner) writes the outcome, not a re-execution.
+        self._unsettled: dict[str, tuple[Finish, str | None]] = {}
+        # Runs whose claim may have committed while its answer was lost, and no read since
+        # could tell: handed back (if ours) when the runner stops.
+        self._unconfirmed: set[str] = set()
         self._wake = trio.Event()
         self._serving = False
         for flow_id, fn in (flows or {}).items():
@@ -338,6 +359,10 @@ class LocalRunner:
         self._flows[flow_id] = fn
         self._wake.set()
 
+    def _new_run_id(self) -> str:
+        """A fresh run id (replaced in deterministic simulations, whose ids must repeat)."""
+        return f"run-{uuid.uuid4().hex}"
+
     # --- the Runner protocol ---------------------------------------------------------------
 
     async def start(self, request: StartRequest) -> str:
@@ -351,21 +376,43 @@ class LocalRunner:
             raise TriggerError(
                 "runner", f"input of {request.idempotency_key} is not JSON-serialisable"
             ) from exc
-        run_id = f"run-{uuid.uuid4().hex}"
-        try:
-            outcome = await self._store.create(
-                run_id,
-                "null",
-                flow_id=request.flow_id,
-                input_json=input_json,
-                idempotency_key=request.idempotency_key,
-            )
-        except RunStoreError as exc:
-            raise TriggerError(
-                "runner", f"LocalRunner could not create the run for {request.idempotency_key}"
-            ) from exc
-        self._wake.set()
-        return outcome.row.run_id
+        # One run id for every attempt: a retry after a create that committed but whose answer
+        # was lost finds the row by its key (``Existing``), so the answer is the run that exists.
+        run_id = self._new_run_id()
+        delay = _RETRY_FIRST_S
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                outcome = await self._store.create(
+                    run_id,
+                    "null",
+                    flow_id=request.flow_id,
+                    input_json=input_json,
+                    idempotency_key=request.idempotency_key,
+                )
+            except RunStoreError as exc:
+                if exc.code not in _TRANSIENT:
+                    raise TriggerError(
+                        "runner",
+                        f"LocalRunner could not create the run for {request.idempotency_key}",
+                    ) from exc
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    # The run may exist: say so with the code a caller re-arms on (as for a
+                    # start that timed out), never the one it records ``failed`` for.
+                    raise TriggerError(
+                        "runner_timeout",
+                        f"LocalRunner could not tell whether the run for "
+                        f"{request.idempotency_key} was created (the run store failed)",
+                    ) from exc
+                logger.warning(
+                    "local runner could not create a run; retrying",
+                    extra={"idempotency_key": request.idempotency_key, "error": str(exc)},
+                )
+                await trio.sleep(delay)
+                delay = min(delay * 2, _RETRY_CAP_S)
+            else:
+                self._wake.set()
+                return outcome.row.run_id
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def inspect(self, run_id: str) -> RunState:
         """``pending``/``running``/``suspended`` are ``active``; unknown ids are ``missing``."""
@@ -420,6 +467,9 @@ class LocalRunner:
                     await self._dispatch(nursery)
         finally:
             self._serving = False
+            for run_id in sorted(self._unconfirmed - set(self._workers)):
+                await self._hand_back(run_id)
+            self._unconfirmed.clear()
 
     async def _dispatch(self, nursery: trio.Nursery) -> None:
         while True:
@@ -460,7 +510,10 @@ class LocalRunner:
             if not cancel_only and len(self._workers) >= self._concurrency:
                 continue
             if row.status == "running" and row.owner == self._owner:
-                continue  # ours (a worker is finishing it)
+                # Ours, stale, and no worker of ours executes it (one whose last writes failed
+                # gave up): settle it now, as nobody else may while this owner is alive.
+                await self._repair_orphan(row.run_id)
+                continue
             now = self._clock.now_ms()
             evidence = None
             if row.status == "running":
@@ -470,18 +523,83 @@ class LocalRunner:
                 evidence = await probe(row.owner, self._owner, now)
                 if evidence is None:
                     continue  # the owner is (or may be) alive: leave it alone
-            outcome = await self._store.claim_and_own(row.run_id, row, self._owner, now, evidence)
-            if not isinstance(outcome, Activated):
+            taken = await self._claim_and_own(row, now, evidence)
+            if taken is None:
                 continue
+            row = taken
             if row.status == "running":
                 logger.warning(
                     "local runner took over a run whose owner died",
                     extra={"run_id": row.run_id, "previous_owner": str(row.owner)},
                 )
+            self._unconfirmed.discard(row.run_id)
             worker = _Worker()
             self._workers[row.run_id] = worker
             self._running_count.set(len(self._workers))
             nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
+
+    async def _claim_and_own(
+        self, row: RunRow, now: int, evidence: LivenessEvidence | None
+    ) -> RunRow | None:
+        """Take ``row``; answer the row to execute, or ``None`` when it is not ours.
+
+        Shielded: once sent, the claim may commit whatever happens to this task (a cancelled
+        call into a worker thread still finishes), so its answer is always awaited and a run
+        taken during a stop gets a worker, which hands it back at once. A failure is not an
+        answer either: the row says whether the claim landed.
+        """
+        with trio.CancelScope(shield=True):
+            try:
+                outcome = await self._store.claim_and_own(
+                    row.run_id, row, self._owner, now, evidence
+                )
+            except RunStoreError as exc:
+                if exc.code not in _TRANSIENT:
+                    raise
+                delay = _RETRY_FIRST_S
+                for _ in range(_CREATE_ATTEMPTS):
+                    try:
+                        current = await self._store.get(row.run_id)
+                    except RunStoreError:
+                        await trio.sleep(delay)
+                        delay = min(delay * 2, _RETRY_CAP_S)
+                        continue
+                    if current.status == "running" and current.owner == self._owner:
+                        return current
+                    return None
+                # Unknown: maybe ours. Handed back when this runner stops (or settled by the
+                # dispatcher's repair once its lease is stale) so it never waits out a lease.
+                self._unconfirmed.add(row.run_id)
+                return None
+        return row if isinstance(outcome, Activated) else None
+
+    async def _repair_orphan(self, run_id: str) -> None:
+        """Settle a run left ``running`` under this owner with no worker: write the outcome
+        its flow reached if one is kept, otherwise hand it back as ``suspended``."""
+        kept = self._unsettled.get(run_id)
+        self._unconfirmed.discard(run_id)
+        try:
+            if kept is not None:
+                done = await self._finish_once(run_id, *kept)
+                if done:
+                    self._unsettled.pop(run_id, None)
+                    self._ended(run_id)
+                    logger.warning(
+                        "local runner recorded a run's outcome late", extra={"run_id": run_id}
+                    )
+                return
+            outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
+        except RunStoreError as exc:
+            logger.warning(
+                "local runner could not settle a run it had left running",
+                extra={"run_id": run_id, "error": str(exc)},
+            )
+            return
+        if isinstance(outcome, Transitioned):
+            logger.warning(
+                "local runner handed back a run it had left running", extra={"run_id": run_id}
+            )
+            self._wake.set()
 
     # --- one run ---------------------------------------------------------------------------
 
@@ -499,6 +617,9 @@ class LocalRunner:
                 raise LeaseLost(run_id, "fence_lost")
 
         try:
+            # A worker started while the runner stops (its claim committed during the stop)
+            # hands the run back before its flow starts.
+            await trio.lowlevel.checkpoint()
             with one_exception():
                 async with hold_lease(store, run_id, owner, clock=self._clock):
                     flow = self._flows[row.flow_id or ""]
@@ -522,8 +643,11 @@ class LocalRunner:
                     # The body's last await: the outcome, with what the flow printed.
                     output = context.output
                     output_json = None if output is None else msgspec.json.encode(output).decode()
+                    self._unsettled[run_id] = (result, output_json)
                     finished = await self._finish(run_id, result, output_json)
         except LeaseLost as exc:
+            if exc.reason != "lapsed":
+                self._unsettled.pop(run_id, None)  # another owner has it: not ours to write
             if not finished:
                 logger.warning(
                     "local runner lost the lease of a run; its flow was stopped",
@@ -535,9 +659,16 @@ class LocalRunner:
                 extra={"run_id": run_id, "error": str(exc)},
             )
         finally:
+            if not finished and run_id not in self._unsettled and worker.result is not None:
+                # The flow ended as the runner was being stopped: write its outcome rather
+                # than executing it again.
+                output = worker.context.output if worker.context is not None else None
+                text = None if output is None else msgspec.json.encode(output).decode()
+                self._unsettled[run_id] = (worker.result, text)
             if not finished:
-                await self._hand_back(run_id)
-            else:
+                finished = await self._hand_back(run_id)
+            if finished:
+                self._unsettled.pop(run_id, None)
                 self._ended(run_id)
             self._workers.pop(run_id, None)
             self._running_count.set(len(self._workers))
@@ -576,19 +707,56 @@ class LocalRunner:
             ):
                 del self._end_waiters[run_id]
 
-    async def _hand_back(self, run_id: str) -> None:
-        """Give an unfinished run back as ``suspended`` so the next runner claims it at once."""
+    async def _hand_back(self, run_id: str) -> bool:
+        """Leave an unfinished run for the next runner; answer whether it ended instead.
+
+        An outcome the flow reached but could not write yet is written now; otherwise the run
+        goes back as ``suspended`` so the next runner claims it at once. Both are retried within
+        a short shielded grace, and a failure is settled by reading the row. What cannot be
+        written in the grace stays ``running`` under this owner, whose dispatcher repairs it
+        once its lease is stale (``_repair_orphan``), or a later process takes it over.
+        """
+        kept = self._unsettled.get(run_id)
+        delay = _RETRY_FIRST_S
         with trio.CancelScope(shield=True), trio.move_on_after(_SHUTDOWN_GRACE_S):
-            try:
-                outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
-            except RunStoreError as exc:
-                logger.warning(
-                    "local runner could not suspend a stopped run",
-                    extra={"run_id": run_id, "error": str(exc)},
-                )
-            else:
-                if isinstance(outcome, Transitioned):
-                    logger.info("local runner suspended a stopped run", extra={"run_id": run_id})
+            while True:
+                try:
+                    if kept is not None:
+                        return await self._finish_once(run_id, *kept)
+                    outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
+                except RunStoreError as exc:
+                    if exc.code not in _TRANSIENT:
+                        break
+                    logger.warning(
+                        "local runner could not hand back a stopped run; retrying",
+                        extra={"run_id": run_id, "error": str(exc)},
+                    )
+                else:
+                    if isinstance(outcome, Transitioned):
+                        logger.info(
+                            "local runner suspended a stopped run", extra={"run_id": run_id}
+                        )
+                    return False
+                await trio.sleep(delay)
+                delay = min(delay * 2, _RETRY_CAP_S)
+                settled = await self._settled(run_id)
+                if settled is not None:
+                    return settled and kept is not None
+        logger.warning("local runner could not suspend a stopped run", extra={"run_id": run_id})
+        return False
+
+    async def _settled(self, run_id: str) -> bool | None:
+        """After a failed write: ``True`` if the run has ended, ``False`` if it is no longer
+        this owner's to write, ``None`` when it is still ours (or the read failed too)."""
+        try:
+            row = await self._store.get(run_id)
+        except RunStoreError:
+            return None
+        if row.status in _TERMINAL_STATUSES:
+            return True
+        if row.status != "running" or row.owner != self._owner:
+            return False
+        return None
 
     async def _run_body(
         self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
@@ -607,6 +775,7 @@ class LocalRunner:
                         result = ("failed", None, _describe(exc))
                 except Exception as exc:
                     result = ("failed", None, _describe(exc))
+                worker.result = result
         if context.cancel_requested:
             return ("cancelled", None, "cancel requested")
         if result is None:  # pragma: no cover - the body scope is only cancelled by a request
@@ -630,6 +799,27 @@ class LocalRunner:
                 return
 
     async def _finish(self, run_id: str, result: Finish, output_json: str | None) -> bool:
+        """Write the outcome, retried with backoff until it lands (under the run's lease, which
+        the heartbeat keeps while the store recovers); a failure is settled by reading the row:
+        a write whose answer was lost may have committed."""
+        delay = _RETRY_FIRST_S
+        while True:
+            try:
+                return await self._finish_once(run_id, result, output_json)
+            except RunStoreError as exc:
+                if exc.code not in _TRANSIENT:
+                    raise
+                logger.warning(
+                    "local runner could not record a run's outcome; retrying",
+                    extra={"run_id": run_id, "error": str(exc)},
+                )
+            await trio.sleep(delay)
+            delay = min(delay * 2, _RETRY_CAP_S)
+            settled = await self._settled(run_id)
+            if settled is not None:
+                return settled
+
+    async def _finish_once(self, run_id: str, result: Finish, output_json: str | None) -> bool:
         status, result_json, error = result
         guard = TransitionGuard(cancel_requested="present" if status == "cancelled" else "absent")
         outcome = await self._store.transition_owned(

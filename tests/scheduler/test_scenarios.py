@@ -17,6 +17,7 @@ import trio.testing
 from trio_triggers import _wake
 from trio_triggers._identities import idempotency_key
 from trio_triggers._scheduler import SchedulerOptions, notify_registered, open_scheduler
+from trio_triggers._scheduler._core import LAUNCH_RECORD_ATTEMPTS
 
 from .harness import (
     MIN,
@@ -424,8 +425,9 @@ async def test_a_first_sight_counts_from_a_claimed_occurrence_on_the_listing_tic
     runner.finish_at_once = True
     async with open_scheduler(store, runner, clock=sim.clock) as first:
         await sim.tick(first, 0)  # first sight at registration: nothing owed yet
-        store.fail["record_result"] = [store_error()]
+        store.fail["record_result"] = [store_error()] * LAUNCH_RECORD_ATTEMPTS
         await sim.tick(first, H)
+        await trio.sleep(5)  # the retries' backoff, then the re-arm
     current = await store.inner.get("hourly")
     assert current is not None
     assert current.last_fired_at is None

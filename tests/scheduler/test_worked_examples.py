@@ -19,6 +19,7 @@ from trio_triggers._constants import MAX_SAFE_INTEGER
 from trio_triggers._errors import TriggerError
 from trio_triggers._identities import is_reservation, reservation_id, reservation_occurrence
 from trio_triggers._scheduler import SchedulerOptions, open_scheduler
+from trio_triggers._scheduler._core import LAUNCH_RECORD_ATTEMPTS
 from trio_triggers._store._models import Claim, Held, Listed, PendingClaim, Result, listed
 
 from .harness import (
@@ -782,12 +783,33 @@ async def test_35_unpersisted_launch_is_rearmed(
     autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
 ) -> None:
     await seed_fired(store.inner, hourly())
-    store.fail["record_result"] = [store_error("write failed")]
+    # ``launched`` is retried first (docs/scheduler.md, "A failed compensation is retried"):
+    # the boundary is re-armed only once every attempt failed.
+    store.fail["record_result"] = [store_error("write failed")] * LAUNCH_RECORD_ATTEMPTS
     async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
         await sim.tick(scheduler, H)
+        await trio.sleep(5)  # the retries' backoff, then the re-arm
         assert len(runner.starts) == 1
         await sim.tick(scheduler)
     assert runner.keys == [key("hourly", H), key("hourly", H)]
+
+
+async def test_a_launch_record_that_fails_once_is_retried_not_rearmed(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """Once the runner answered with a run id the run exists: re-arming the boundary would let
+    a later refused start record ``failed`` beside it, so a write failing for a moment is
+    retried and the run is the holder after one start."""
+    await seed_fired(store.inner, hourly())
+    store.fail["record_result"] = [store_error("write failed")]
+    async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
+        await sim.tick(scheduler, H)
+        await trio.sleep(5)  # the retry's backoff
+        await sim.tick(scheduler)
+    assert runner.keys == [key("hourly", H)]
+    holder = (await store.inner.inspect("hourly")).active_run_id
+    assert holder is not None
+    assert not is_reservation(holder)
 
 
 # 36

@@ -74,6 +74,12 @@ DUE_BATCH = 256
 #: to (a claim that failed) comes back after this, to whichever scheduler reads first.
 TAKE_HOLD_MS = 5_000
 MAX_INSPECTION_PAUSE_MS = 60_000
+#: A failed compensation is retried after 50 ms, doubling up to 5 s (docs/scheduler.md,
+#: "A failed compensation is retried"); in a tick's path at most this many times.
+COMPENSATION_FIRST_PAUSE_S = 0.05
+COMPENSATION_MAX_PAUSE_S = 5.0
+TICK_COMPENSATION_ATTEMPTS = 4
+LAUNCH_RECORD_ATTEMPTS = 5
 
 T = TypeVar("T")
 
@@ -414,6 +420,47 @@ class Scheduler:
             await fn()
         except Exception:
             logger.log(level, f"A trigger {work} failed", exc_info=True, extra=extra)
+
+    async def _compensate(
+        self,
+        work: str,
+        write: Callable[[], Awaitable[object]],
+        settled: Callable[[Held], bool],
+        trigger_id: str,
+        extra: dict[str, object],
+        *,
+        attempts: int | None = None,
+    ) -> None:
+        """A compensation that must land: ``write`` retried with backoff until it does, or
+        until the trigger's held state shows it is no longer needed (``settled``). A failed
+        write may have committed (its answer lost), so the store's state, not the exception,
+        says whether to try again. ``attempts`` bounds it where a tick waits on it (then the
+        reservation lease is the last line of defence); a launch task retries until the
+        scheduler closes. Cancellation propagates."""
+        pause = COMPENSATION_FIRST_PAUSE_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await write()
+                return
+            except Exception as exc:
+                failure = exc
+            with contextlib.suppress(Exception):
+                if settled(await self._store.inspect(trigger_id)):
+                    return
+            transient = isinstance(failure, TriggerError) and failure.code == "store"
+            if not transient or (attempts is not None and attempt >= attempts):
+                logger.error("A trigger %s failed", work, exc_info=failure, extra=extra)
+                return
+            logger.warning(
+                "A trigger %s failed; retrying",
+                work,
+                exc_info=failure if attempt == 1 else None,
+                extra=dict(extra, attempt=str(attempt)),
+            )
+            await trio.sleep(pause)
+            pause = min(pause * 2, COMPENSATION_MAX_PAUSE_S)
 
     # ---- in-memory ownership (§12.3)
 
@@ -875,15 +922,24 @@ class Scheduler:
                 async def compensate() -> None:
                     await self._store.restore_pending(trigger.id, occurrence, reservation)
 
+                def settled(held: Held) -> bool:
+                    return held.active_run_id != reservation
+
             else:
 
                 async def compensate() -> None:
                     await self._store.set_pending(trigger.id, occurrence)
 
-            await self._isolated(
+                def settled(held: Held) -> bool:
+                    return held.pending_at == occurrence
+
+            await self._compensate(
                 "buffered launch compensation",
                 compensate,
+                settled,
+                trigger.id,
                 {"trigger_id": trigger.id, "occurrence": occurrence},
+                attempts=TICK_COMPENSATION_ATTEMPTS,
             )
             raise
 
@@ -976,28 +1032,32 @@ class Scheduler:
         if prior.scope is not None and is_run:
             self._superseding[gate] = trio.Event()
         try:
-            if is_run:
-                try:
+            try:
+                if is_run:
                     await self._call_cancel(prior.run_id)
-                except Exception:
-                    if queue:
-                        await self._isolated(
-                            "supersede compensation",
-                            lambda: self._store.restore_pending(
-                                trigger.id, replacement, reservation
-                            ),
-                            {"trigger_id": trigger.id, "occurrence": replacement},
+                if prior.occurrence is not None and is_run:
+                    await self._record(
+                        Result(
+                            trigger_id=trigger.id,
+                            occurrence=prior.occurrence,
+                            outcome="superseded",
+                            run_id=prior.run_id,
                         )
-                    raise
-            if prior.occurrence is not None and is_run:
-                await self._record(
-                    Result(
-                        trigger_id=trigger.id,
-                        occurrence=prior.occurrence,
-                        outcome="superseded",
-                        run_id=prior.run_id,
                     )
-                )
+            except Exception:
+                # The replacement's reservation holds the trigger and nobody launches it: give
+                # it back as pending (also when only ``superseded`` failed to be written), so
+                # the next tick launches the replacement instead of waiting out the lease.
+                if queue:
+                    await self._compensate(
+                        "supersede compensation",
+                        lambda: self._store.restore_pending(trigger.id, replacement, reservation),
+                        lambda held: held.active_run_id != reservation,
+                        trigger.id,
+                        {"trigger_id": trigger.id, "occurrence": replacement},
+                        attempts=TICK_COMPENSATION_ATTEMPTS,
+                    )
+                raise
             if prior.scope is not None:
                 prior.scope.cancel()
             self._remove(trigger.id, prior.occurrence)
@@ -1026,15 +1086,7 @@ class Scheduler:
                 try:
                     run_id = await self._timed_start(trigger, occurrence, manual)
                     self._update(trigger.id, occurrence, run_id=run_id)
-                    await self._record(
-                        Result(
-                            trigger_id=trigger.id,
-                            occurrence=occurrence,
-                            outcome="launched",
-                            run_id=run_id,
-                            reservation_id=reservation,
-                        )
-                    )
+                    await self._record_launched(trigger.id, occurrence, run_id, reservation)
                     launch_recorded = True
                     if launched is not None:
                         launched.event.set()
@@ -1084,6 +1136,47 @@ class Scheduler:
                     )  # keep ownership for the next tick
                 else:
                     self._remove(trigger.id, occurrence)
+
+    async def _record_launched(
+        self, trigger_id: str, occurrence: int, run_id: str, reservation: str
+    ) -> None:
+        """Write ``launched`` (the reservation becomes the run), retried while the store fails
+        for a moment. The run exists now, so giving the boundary back (re-arming it) would let
+        a later attempt whose start is refused record ``failed`` beside a run that completes:
+        the row is what says whether a failed write committed (the trigger held by
+        ``run_id``), never the exception (docs/scheduler.md, "A failed compensation is
+        retried"). After ``LAUNCH_RECORD_ATTEMPTS`` the last error goes to the failure path,
+        which re-arms the boundary (the run is found again by its idempotency key)."""
+        result = Result(
+            trigger_id=trigger_id,
+            occurrence=occurrence,
+            outcome="launched",
+            run_id=run_id,
+            reservation_id=reservation,
+        )
+        pause = COMPENSATION_FIRST_PAUSE_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._record(result)
+                return
+            except TriggerError as exc:
+                if exc.code != "store" or attempt >= LAUNCH_RECORD_ATTEMPTS:
+                    raise
+                failure = exc
+            try:
+                if (await self._store.inspect(trigger_id)).active_run_id == run_id:
+                    return  # it committed; only its answer was lost
+            except Exception:
+                logger.debug("A held-state read after a failed launch record failed", exc_info=True)
+            logger.warning(
+                "A trigger launch record failed; retrying",
+                exc_info=failure if attempt == 1 else None,
+                extra={"trigger_id": trigger_id, "run_id": run_id, "attempt": str(attempt)},
+            )
+            await trio.sleep(pause)
+            pause = min(pause * 2, COMPENSATION_MAX_PAUSE_S)
 
     async def _timed_start(
         self, trigger: RegisteredTrigger, occurrence: int, manual: ManualRequest | None = None
@@ -1207,14 +1300,22 @@ class Scheduler:
         if preserve_buffered or run_id is not None or err.code == "runner_timeout":
             # 3 (a resumed pending occurrence) and 4 (the start may have happened): re-arm.
             work = "buffered launch compensation" if preserve_buffered else "launch compensation"
-            await self._isolated(
-                work, lambda: self._store.restore_pending(trigger.id, occurrence, reservation), base
-            )
             logger.error("A trigger launch failed", exc_info=error_info, extra=with_run)
+            await self._compensate(
+                work,
+                lambda: self._store.restore_pending(trigger.id, occurrence, reservation),
+                lambda held: held.active_run_id != reservation,
+                trigger.id,
+                base,
+            )
             return
-        # 5: the runner refused before producing a run.
-        with contextlib.suppress(Exception):
-            await self._record(
+        # 5: the runner refused before producing a run. Recording ``failed`` gives the
+        # reservation back; until it lands the reservation would hide every later boundary, so
+        # it is retried (docs/scheduler.md, "A failed compensation is retried").
+        logger.error("A trigger launch failed", exc_info=error_info, extra=base)
+        await self._compensate(
+            "launch failure record",
+            lambda: self._record(
                 Result(
                     trigger_id=trigger.id,
                     occurrence=occurrence,
@@ -1222,8 +1323,11 @@ class Scheduler:
                     error=err.message,
                     run_id=reservation,
                 )
-            )
-        logger.error("A trigger launch failed", exc_info=error_info, extra=base)
+            ),
+            lambda held: held.active_run_id != reservation,
+            trigger.id,
+            base,
+        )
 
 
 @contextlib.asynccontextmanager

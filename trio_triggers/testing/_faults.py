@@ -28,6 +28,7 @@ import msgspec
 import trio
 
 from .._errors import RunStoreError, TriggerError
+from .._ownership import HEARTBEAT_STALE_AFTER_MS
 from .._store._engine import EngineStore
 from .._store._protocol import NO_TRIGGER_WRITE_METHODS, TriggerStore
 from .._wake import notify_registered
@@ -76,7 +77,7 @@ FaultKind = Literal["fail_before", "fail_after", "slow", "hang"]
 #: ``attention_at_ms``, which no transition check reads (the simulator checks the index itself).
 TRIGGER_STORE_READS = NO_TRIGGER_WRITE_METHODS
 #: Run-store methods that never write.
-RUN_STORE_READS = frozenset({"get"})
+RUN_STORE_READS = frozenset({"get", "find_claimable", "list_runs"})
 
 
 class InjectedFault(Exception):
@@ -702,6 +703,30 @@ class FaultyRunStore(_FaultingBase):
         return await self._call(
             "acknowledge_cancel", self.inner.acknowledge_cancel, (run_id, owner, now_ms)
         )
+
+    # -- the local runner's additions (reads) -------------------------------------------------
+    @property
+    def stale_after_ms(self) -> int:
+        """The inner store's staleness cutoff (what a :class:`~trio_triggers.LocalRunner`
+        derives its takeover check from)."""
+        value = getattr(self.inner, "stale_after_ms", None)
+        return value if isinstance(value, int) else HEARTBEAT_STALE_AFTER_MS
+
+    async def find_claimable(
+        self, now_ms: int, *, limit: int | None = 100
+    ) -> builtins.list[ownership.RunRow]:
+        """The inner store's ``find_claimable`` (a read; faults as for ``get``)."""
+        finder = getattr(self.inner, "find_claimable", None)
+        if finder is None:
+            raise TypeError(f"{type(self.inner).__name__} cannot list claimable runs")
+        return await self._call("find_claimable", finder, (now_ms,), {"limit": limit})
+
+    async def list_runs(self, **query: Any) -> builtins.list[ownership.RunRow]:
+        """The inner store's ``list_runs`` (a read), for checks that look at every run."""
+        lister = getattr(self.inner, "list_runs", None)
+        if lister is None:
+            raise TypeError(f"{type(self.inner).__name__} cannot list runs")
+        return await self._call("list_runs", lister, (), query)
 
 
 class IndexedFaultyTriggerStore(FaultyTriggerStore):

@@ -130,6 +130,11 @@ CATALOGUE: Final[tuple[InvariantInfo, ...]] = (
     _info("O27", "step", "Cancel request and acknowledgement written once, first writer wins"),
     _info("O28", "step", "invalid_run changes nothing; no win without a commit"),
     _info("O29", "elsewhere", "run_throughput counts terminal transitions (metrics tests)"),
+    # The write-fault world (SimConfig(local_runner=True), docs/simulation.md, "Write faults").
+    _info("W1", "call", "A live owner leaves no run running without a worker past a bound"),
+    _info("W2", "call", "A boundary failed before its run existed has no run with its key"),
+    _info("W3", "call", "A live claimant keeps working on the reservation it holds"),
+    _info("W4", "call", "A process that stopped while it reached its store left nothing running"),
 )
 CATALOGUE_BY_ID: Final[dict[str, InvariantInfo]] = {info.id: info for info in CATALOGUE}
 

@@ -108,6 +108,14 @@ class SimConfig(msgspec.Struct, frozen=True, kw_only=True):
     trace_tail: int = 40
     #: ``True``: the schedulers take the reference listing tick instead of the indexed one.
     listing: bool = False
+    #: ``True``: the write-fault world (``_sim_local``): runs are launched through a real
+    #: ``LocalRunner`` and executed by ``owners`` LocalRunner processes whose run-store writes
+    #: fail before and after their commit at ``run_store_fault_rate`` per call.
+    local_runner: bool = False
+    run_store_fault_rate: float = 0.1
+    #: The chance that a LocalRunner process is stopped right after one of its
+    #: ``claim_and_own`` calls committed, before the answer reaches it.
+    stop_on_claim_rate: float = 0.02
 
     def describe(self, seed: int) -> str:
         fields = ", ".join(

@@ -56,6 +56,11 @@ PLANTED_BUGS: Final = frozenset(
         "drop_predecessor",
         "claim_past_failed_claim",
         "manual_moves_cursor",
+        # The write-fault world's (_sim_local): each restores a behaviour its rule forbids.
+        "outcome_write_once",
+        "create_answer_trusted",
+        "claim_answer_trusted",
+        "compensation_swallowed",
     }
 )
 

@@ -23,9 +23,11 @@ __all__ = [
     "AUDITED",
     "CATCH_AT_LEAST",
     "CATCH_SEEDS",
+    "EVERY_MINUTE",
     "PLANTED_WORLDS",
     "SUPERSEDING",
     "PlantedWorld",
+    "write_fault_world",
 ]
 
 #: How many consecutive seeds each planted bug's world runs, and how many must catch it.
@@ -66,6 +68,40 @@ AUDITED = (
 SUPERSEDING = tuple(_trigger(i, f"{i * 20} * * * *", "supersede") for i in range(3))
 
 
+#: The write-fault world's triggers: every minute, so that a short world launches hundreds of
+#: runs through the LocalRunner (catch-up ``all``: no boundary may be lost). ``skip`` and
+#: ``buffer-one`` only: a supersede backlog is left to the other worlds.
+EVERY_MINUTE = (
+    _trigger(0, "* * * * *", "skip"),
+    _trigger(1, "* * * * *", "buffer-one"),
+    _trigger(2, "* * * * *", "skip"),
+)
+
+
+def write_fault_world(**changes: object) -> SimConfig:
+    """Two schedulers launching through LocalRunner processes whose run store fails writes
+    before and after their commit (docs/simulation.md, "Write faults"); ``changes`` replace
+    fields."""
+    base = SimConfig(
+        days=0.06,
+        schedulers=2,
+        local_runner=True,
+        declarations=EVERY_MINUTE,
+        poll_interval=60,
+        run_poll_interval=5,
+        store_fault_rate=0.1,
+        store_hangs=False,
+        runner_fault_rate=0.1,
+        run_store_fault_rate=0.3,
+        crashes_per_day=6,
+        quiet_hours=0.25,
+        backfills_per_day=0,
+        edits_per_day=0,
+        jumps_per_day=0,
+    )
+    return msgspec.structs.replace(base, **changes)
+
+
 def _alone_on_failing_store(*, days: float, crashes_per_day: float) -> SimConfig:
     """A lone scheduler on the audited triggers whose store fails often but never hangs (a hang
     would stall the only scheduler until the quiet phase): where the bugs of a failed store call
@@ -90,7 +126,7 @@ PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
         _alone_on_failing_store(days=1.5, crashes_per_day=0), frozenset({"T20"})
     ),
     "claim_past_failed_claim": PlantedWorld(
-        _alone_on_failing_store(days=3, crashes_per_day=6), frozenset({"T20"})
+        _alone_on_failing_store(days=3, crashes_per_day=8), frozenset({"T20"})
     ),
     "skip_revision_fence": PlantedWorld(
         SimConfig(
@@ -133,6 +169,17 @@ PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
     "manual_moves_cursor": PlantedWorld(
         SimConfig(days=2, store="memory", manual_fires_per_day=48, declarations=AUDITED),
         frozenset({"T37"}),
+    ),
+    # The write-fault world's bugs (W1-W4): each restores a behaviour the rule forbids.
+    "outcome_write_once": PlantedWorld(write_fault_world(), frozenset({"W1", "W4"})),
+    "create_answer_trusted": PlantedWorld(write_fault_world(), frozenset({"W2"})),
+    # Refused starts whose ``failed`` record fails: both common here.
+    "compensation_swallowed": PlantedWorld(
+        write_fault_world(days=0.12, store_fault_rate=0.35, runner_fault_rate=0.4),
+        frozenset({"W3"}),
+    ),
+    "claim_answer_trusted": PlantedWorld(
+        write_fault_world(stop_on_claim_rate=0.3), frozenset({"W4"})
     ),
     "stale_ledger_under_lock": PlantedWorld(
         SimConfig(days=2, store="memory", schedulers=3, listing=True, declarations=AUDITED),

@@ -66,6 +66,7 @@ from ._sim_draws import (
     SimWallClock,
     seeded_trio_scheduler,
 )
+from ._sim_local import LocalWorldRunner, plant_scheduler_bugs
 from ._sim_observe import CallerState, RecordingRunner, RunnerObserver, SerialTicks, StoreObserver
 from ._sim_plant import (
     cancel_owned_runs,
@@ -132,8 +133,13 @@ class _World:
         )
         self.callers: dict[str, CallerState] = {}
         self.scopes: dict[str, trio.CancelScope] = {}
-        self.runner: ScriptedRunner | OwnedRunner
-        if config.run_store:
+        self.runner: ScriptedRunner | OwnedRunner | LocalWorldRunner
+        if config.local_runner:
+            # Runs launched through real LocalRunner processes on a run store whose writes
+            # fail before and after their commit (the write-fault world, W1-W4).
+            clock = TrioWallClock(self.epoch)
+            self.runner = LocalWorldRunner(self.trace, self.draws, clock, config.owners, self.bugs)
+        elif config.run_store:
             # The run world keeps its own clock: wall jumps happen on the schedulers' host.
             clock = TrioWallClock(self.epoch)
             hold = lease_holder(self.bugs)
@@ -149,6 +155,7 @@ class _World:
         self.runners = RunnerObserver(self.trace, self.options, self.callers)
         self.quiet_start = 0
         self.trigger_ids: list[str] = []
+        self.raw_store: TriggerStore | None = None
 
     @property
     def violation(self) -> Violation | None:
@@ -173,6 +180,14 @@ class _World:
 
     async def after(self, call: StoreCall) -> None:
         await self.observer.after(call)
+        lost = call.fault == "fail_after"  # (the failure is raised after this observer)
+        if isinstance(self.runner, LocalWorldRunner) and call.error is None:
+            if not lost:
+                # (A claim whose answer was lost is not the caller's to work on: the lease's.)
+                self.runner.saw_claim(call.caller, call.answer)
+            if call.method == "record_result" and call.args[0].outcome == "failed":
+                result = call.args[0]
+                self.runner.check_failed_record(result.trigger_id, result.occurrence, result.run_id)
         # A crash right after a store call returned (the caller never sees the answer used).
         if call.caller in self.scopes and self.draws.crash_after_call():
             self.crash(call.caller, f"after {call.method}")
@@ -185,6 +200,30 @@ class _World:
 
     def check_result(self, caller: str, cs: CallerState, result: Result) -> None:
         self.observer.check_result(caller, cs, result)
+
+    def claimant_working(self, caller: str, reservation: str) -> bool | None:
+        """Whether live scheduler ``caller`` still works on ``reservation`` (``None``: it is
+        not alive, so the reservation's lease is what frees the trigger)."""
+        cs = self.callers.get(caller)
+        if caller not in self.scopes or cs is None or cs.closing or cs.scheduler is None:
+            return None
+        return any(entry.run_id == reservation for entry in cs.scheduler.owned().values())
+
+    async def check_reservations(self) -> None:
+        """W3, every few seconds: each trigger's holder, read from the unwrapped store."""
+        runner = self.runner
+        store = self.raw_store
+        if not isinstance(runner, LocalWorldRunner) or store is None:
+            return
+        for tid in self.trigger_ids:
+            held = await store.inspect(tid)
+            holder = held.active_run_id
+            reservation = holder or ""
+
+            def working(caller: str, reservation: str = reservation) -> bool | None:
+                return self.claimant_working(caller, reservation)
+
+            runner.check_held(tid, holder, working)
 
     def runner_call(self, caller: str, what: str, arg: str) -> None:
         self.runners.runner_call(caller, what, arg)
@@ -365,6 +404,7 @@ class _World:
                         store, runner, options=options, clock=self.wall, _hook=hook
                     ) as sch:
                         cs.scheduler = sch
+                        plant_scheduler_bugs(self.bugs, sch)
                         try:
                             async with trio.open_nursery() as nursery:
                                 await nursery.start(sch.serve)
@@ -484,10 +524,14 @@ class _World:
             self.trigger_ids = [t.id for t in triggers]
             for trigger in triggers:
                 await admin.register(trigger)
+            self.raw_store = inner
+            if isinstance(self.runner, LocalWorldRunner):
+                self.runner.register_flows([t.flow_id for t in triggers])
+                self.runner.check_reservations = self.check_reservations
             with trio.CancelScope() as world_scope:
                 self.trace.stop_scope = world_scope
                 async with trio.open_nursery() as nursery:
-                    if isinstance(self.runner, OwnedRunner):
+                    if isinstance(self.runner, OwnedRunner | LocalWorldRunner):
                         nursery.start_soon(self.runner.serve)
                     nursery.start_soon(self.admin, admin)
                     if self.backfill_candidates(admin):
@@ -523,7 +567,7 @@ class _World:
             final = obs.snapshot(None)
         digest = hashlib.sha256(self.trace.norm(repr(_canonical(final))).encode()).hexdigest()
         self.trace.counts["runner.duplicate_starts"] = self.runner.duplicate_starts
-        if isinstance(self.runner, OwnedRunner):
+        if isinstance(self.runner, OwnedRunner | LocalWorldRunner):
             self.trace.counts["run_store.rows"] = self.runner.row_count()
         self.trace.counts["runner.runs"] = len(self.runner.runs)
         return SimReport(
