@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import trio
 
 from ._executor import Executor, ExecutorResource, InlineExecutor
-from ._migrations import Migration, MigrationDialect, apply_migrations
+from ._migrations import Migration, MigrationDialect, Shape, apply_migrations, schema_shapes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -106,6 +106,10 @@ class SqliteDatabase(ExecutorResource):
         chosen: Executor = executor if executor is not None else InlineExecutor()
 
         def connect() -> sqlite3.Connection:
+            # A file that is not SQLite's is refused before the driver sees it: SQLite takes an
+            # existing file shorter than its header for an empty database and would write over
+            # it (a longer one it refuses itself, but only once a page is read).
+            _check_header(path)
             # Opening touches no page; the pragmas below do, so they go through the retry.
             return sqlite3.connect(
                 path,
@@ -123,6 +127,10 @@ class SqliteDatabase(ExecutorResource):
             conn.execute("PRAGMA busy_timeout = 0")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
+            if _foreign(conn):
+                # Another program's tables: the migration runner refuses them, and the file must
+                # be left as it was (switching to WAL rewrites its header).
+                return
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
 
         connection = await chosen.run(connect)
@@ -225,11 +233,47 @@ class SqliteDatabase(ExecutorResource):
                 failed = True
 
     async def migrate(
-        self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
+        self,
+        migrations: Sequence[Migration],
+        *,
+        owns: Callable[[str], bool],
+        shapes: Sequence[Shape] | None = None,
     ) -> list[str]:
         """Apply the ``migrations`` not yet recorded, in order; return the names applied
-        (:func:`trio_triggers._migrations.apply_migrations`)."""
-        return await apply_migrations(self, migrations, owns=owns, dialect=_MIGRATIONS)
+        (:func:`trio_triggers._migrations.apply_migrations`). The tables found are checked
+        against ``shapes``, by default the migrations' own replay."""
+        expected = schema_shapes(migrations) if shapes is None else shapes
+        return await apply_migrations(
+            self, migrations, owns=owns, dialect=_MIGRATIONS, shapes=expected
+        )
+
+
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tt\\_%' ESCAPE '\\'"
+
+
+_HEADER = b"SQLite format 3\x00"
+
+
+def _check_header(path: str) -> None:
+    if path in ("", ":memory:"):
+        return
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_HEADER))
+    except FileNotFoundError:
+        return  # a new database
+    except IsADirectoryError:
+        raise sqlite3.DatabaseError("unable to open database file: it is a directory") from None
+    except OSError:
+        return  # unreadable: the driver says why
+    if head and head != _HEADER:
+        raise sqlite3.DatabaseError("file is not a database (it has no SQLite header)")
+
+
+def _foreign(conn: sqlite3.Connection) -> bool:
+    """Whether the database has ``tt_`` tables but no ``tt_migrations`` (not ours)."""
+    names = {str(row[0]) for row in conn.execute(_TABLES)}
+    return bool(names) and "tt_migrations" not in names
 
 
 def _execute(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[Any]:
@@ -237,5 +281,9 @@ def _execute(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> 
 
 
 _MIGRATIONS: MigrationDialect[sqlite3.Connection] = MigrationDialect(
-    execute=_execute, param="?", errors=sqlite3.Error
+    execute=_execute,
+    param="?",
+    errors=sqlite3.Error,
+    tables=_TABLES,
+    columns="SELECT name FROM pragma_table_info(?)",
 )

@@ -10,7 +10,9 @@ from trio_triggers._migrations import MigrationError
 from trio_triggers.postgres._database import PostgresDatabase, TimeoutSettings
 from trio_triggers.postgres._schema import (
     RUN_MIGRATIONS,
+    RUN_SHAPES,
     TRIGGER_MIGRATIONS,
+    TRIGGER_SHAPES,
     owns_run_migration,
     owns_trigger_migration,
 )
@@ -114,6 +116,34 @@ async def test_existing_table_makes_trigger_migration_fail(postgres_dsn: str) ->
     try:
         with pytest.raises(MigrationError, match="0001_triggers"):
             await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
+    finally:
+        await db.aclose()
+
+
+async def test_every_migration_prefix_makes_the_sqlite_replays_shape(postgres_dsn: str) -> None:
+    """The shape check compares a PostgreSQL schema with the SQLite migrations' replay: the two
+    dialects must make the same tables and column names after every migration."""
+    db = await PostgresDatabase.open(
+        postgres_dsn, timeouts=TimeoutSettings(statement_timeout=5, lock_timeout=2), pool_size=1
+    )
+    try:
+        for migrations, shapes, owns in (
+            (TRIGGER_MIGRATIONS, TRIGGER_SHAPES, owns_trigger_migration),
+            (RUN_MIGRATIONS, RUN_SHAPES, owns_run_migration),
+        ):
+            assert len(shapes) == len(migrations) + 1
+            for k in range(1, len(migrations) + 1):
+                await db.migrate(migrations[:k], owns=owns, shapes=shapes[: k + 1])
+                with admin_connection(postgres_dsn) as conn:
+                    rows = conn.execute(
+                        "SELECT table_name, column_name FROM information_schema.columns"
+                        " WHERE table_schema = current_schema()"
+                    ).fetchall()
+                found: dict[str, set[str]] = {}
+                for table, column in rows:
+                    if table in shapes[-1]:
+                        found.setdefault(table, set()).add(column)
+                assert found == {t: set(c) for t, c in shapes[k].items()}, migrations[k - 1][0]
     finally:
         await db.aclose()
 

@@ -73,7 +73,11 @@ async def test_partial_schema_fails_to_open(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite"
     with sqlite3.connect(path) as connection:
         connection.execute("CREATE TABLE tt_triggers (trigger_id TEXT, active_claimed_at_ms INT)")
-    with raises("store", "could not run trigger migrations") as caught:
+    reason = (
+        "table tt_triggers exists but no trio-triggers migration that creates it is recorded"
+        " (it belongs to another program or was made by hand)"
+    )
+    with raises("store", f"could not run trigger migrations: {reason}") as caught:
         async with open_sqlite_trigger_store(str(path), clock=ManualClock()):
             pass  # pragma: no cover
     assert caught.error is not None
@@ -87,7 +91,10 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         connection.execute("INSERT INTO tt_migrations (name) VALUES ('0005_from_the_future')")
         connection.execute("INSERT INTO tt_migrations (name) VALUES ('runs_9999_not_ours')")
-    with raises("store", "could not run trigger migrations") as caught:
+    reason = (
+        "the database was written by a newer version (unknown migrations: 0005_from_the_future)"
+    )
+    with raises("store", f"could not run trigger migrations: {reason}") as caught:
         async with open_sqlite_trigger_store(str(path), clock=ManualClock()):
             pass  # pragma: no cover
     cause = caught.error.__cause__ if caught.error is not None else None

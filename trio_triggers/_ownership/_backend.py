@@ -36,7 +36,7 @@ import msgspec
 
 from .._errors import RunStoreError
 from .._identities import BOUNDARY_STAMP_LENGTH
-from .._migrations import Migration, MigrationError, owns_run_migration
+from .._migrations import Migration, MigrationError, Shape, owns_run_migration
 from ._base import RunStoreBase
 from ._columns import COLUMNS, SELECT_LIST, decode_row, first_table_columns, row_columns
 from ._decide import Decision
@@ -75,7 +75,11 @@ class Migrating(Protocol):
     """A database that applies migrations (:func:`trio_triggers._migrations.apply_migrations`)."""
 
     async def migrate(
-        self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
+        self,
+        migrations: Sequence[Migration],
+        *,
+        owns: Callable[[str], bool],
+        shapes: Sequence[Shape] | None = None,
     ) -> list[str]: ...
 
 
@@ -92,6 +96,8 @@ class SqlRunStore(RunStoreBase, Generic[DatabaseT]):
     _sql: RunSql
     #: What a failed migration raises here (it becomes ``persistence_failed`` in ``open``).
     _migration_errors: tuple[type[BaseException], ...] = (MigrationError,)
+    #: What each prefix of the migrations makes (default: their SQLite replay).
+    _shapes: Sequence[Shape] | None = None
 
     def __init__(
         self,
@@ -110,7 +116,9 @@ class SqlRunStore(RunStoreBase, Generic[DatabaseT]):
     async def migrate(self) -> list[str]:
         """Create ``tt_runs`` if needed; returns the migration names applied now."""
         try:
-            return await self._db.migrate(self._migrations, owns=owns_run_migration)
+            return await self._db.migrate(
+                self._migrations, owns=owns_run_migration, shapes=self._shapes
+            )
         except self._migration_errors as exc:
             raise RunStoreError("persistence_failed", "open", str(exc)) from exc
 

@@ -354,7 +354,7 @@ class SqliteTriggerStore(EngineStore):
         try:
             return await self._database.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
         except MigrationError as exc:
-            raise TriggerError("store", "could not run trigger migrations") from exc
+            raise TriggerError("store", f"could not run trigger migrations: {exc}") from exc
         except sqlite3.Error as exc:
             raise TriggerError("store", "could not run trigger migrations") from exc
 

@@ -39,7 +39,7 @@ import trio
 from psycopg.rows import TupleRow
 
 from .._executor import Executor, ExecutorResource, ThreadExecutor
-from .._migrations import Migration, MigrationDialect, apply_migrations
+from .._migrations import Migration, MigrationDialect, Shape, apply_migrations
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -278,12 +278,18 @@ class PostgresDatabase(ExecutorResource):
         return result
 
     async def migrate(
-        self, migrations: Sequence[Migration], *, owns: Callable[[str], bool]
+        self,
+        migrations: Sequence[Migration],
+        *,
+        owns: Callable[[str], bool],
+        shapes: Sequence[Shape] | None = None,
     ) -> list[str]:
         """Apply the ``migrations`` not yet recorded, in order; return the names applied
         (:func:`trio_triggers._migrations.apply_migrations`, as on SQLite). Every transaction
         here holds the schema's migration advisory lock."""
-        return await apply_migrations(self, migrations, owns=owns, dialect=_MIGRATIONS)
+        return await apply_migrations(
+            self, migrations, owns=owns, dialect=_MIGRATIONS, shapes=shapes
+        )
 
 
 def _execute(conn: Connection, sql: str, params: tuple[object, ...]) -> list[TupleRow]:
@@ -293,5 +299,16 @@ def _execute(conn: Connection, sql: str, params: tuple[object, ...]) -> list[Tup
 
 
 _MIGRATIONS: MigrationDialect[Connection] = MigrationDialect(
-    execute=_execute, param="%s", errors=psycopg.Error, first=_MIGRATION_LOCK_SQL
+    execute=_execute,
+    param="%s",
+    errors=psycopg.Error,
+    first=_MIGRATION_LOCK_SQL,
+    tables=(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = current_schema() AND table_name LIKE 'tt\\_%'"
+    ),
+    columns=(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = %s"
+    ),
 )

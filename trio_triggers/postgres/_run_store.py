@@ -38,7 +38,7 @@ from .._ownership._backend import (
     run_sql,
 )
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
-from ._schema import RUN_MIGRATIONS
+from ._schema import RUN_MIGRATIONS, RUN_SHAPES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -86,6 +86,7 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     """
 
     _migrations = RUN_MIGRATIONS
+    _shapes = RUN_SHAPES
     _sql = _SQL
     # A MigrationError, or the pool failing underneath it.
     _migration_errors = (Exception,)

@@ -20,11 +20,26 @@ and opening reports ``could not run trigger migrations``.
 
 from __future__ import annotations
 
-from .._migrations import Migration, owns_run_migration, owns_trigger_migration
+from .._migrations import (
+    Migration,
+    Shape,
+    owns_run_migration,
+    owns_trigger_migration,
+    schema_shapes,
+)
 from .._ownership._backend import first_table_columns
+from .._ownership._sqlite_store import RUN_MIGRATIONS as _SQLITE_RUN_MIGRATIONS
 from .._store._backend import MISSED_COLUMNS, UNKNOWN
+from .._store._sqlite_store import TRIGGER_MIGRATIONS as _SQLITE_TRIGGER_MIGRATIONS
 
-__all__ = ["RUN_MIGRATIONS", "TRIGGER_MIGRATIONS", "owns_run_migration", "owns_trigger_migration"]
+__all__ = [
+    "RUN_MIGRATIONS",
+    "RUN_SHAPES",
+    "TRIGGER_MIGRATIONS",
+    "TRIGGER_SHAPES",
+    "owns_run_migration",
+    "owns_trigger_migration",
+]
 
 _OUTCOMES = "'launched', 'completed', 'skipped', 'buffered', 'superseded', 'failed'"
 
@@ -228,3 +243,10 @@ RUN_MIGRATIONS: list[Migration] = [
         ],
     ),
 ]
+
+
+# What each prefix of the migrations above makes, checked before anything is written. The
+# SQLite migrations make the same tables and column names (tests/postgres/test_schema.py holds
+# the two to it), and their replay in memory is the one statement of that shape.
+TRIGGER_SHAPES: tuple[Shape, ...] = schema_shapes(_SQLITE_TRIGGER_MIGRATIONS)
+RUN_SHAPES: tuple[Shape, ...] = schema_shapes(_SQLITE_RUN_MIGRATIONS)

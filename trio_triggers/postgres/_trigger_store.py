@@ -23,6 +23,7 @@ import psycopg
 
 from .._clock import SystemWallClock, WallClock
 from .._errors import TriggerError
+from .._migrations import MigrationError
 from .._store._backend import (
     READ_ONLY_METHODS,
     STATE_COLUMNS,
@@ -35,7 +36,7 @@ from .._store._backend import (
 )
 from .._store._sql import insert_new_params, insert_new_statement
 from ._database import DEFAULT_POOL_SIZE, Connection, PostgresDatabase, TimeoutSettings
-from ._schema import TRIGGER_MIGRATIONS, owns_trigger_migration
+from ._schema import TRIGGER_MIGRATIONS, TRIGGER_SHAPES, owns_trigger_migration
 
 if TYPE_CHECKING:
     import builtins
@@ -355,8 +356,12 @@ class PostgresTriggerStore(EngineStore):
         ``store``, ``could not run trigger migrations`` with the reason as ``__cause__``.
         """
         try:
-            return await self._database.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration)
-        except Exception as exc:  # MigrationError, or the pool failing underneath it
+            return await self._database.migrate(
+                TRIGGER_MIGRATIONS, owns=owns_trigger_migration, shapes=TRIGGER_SHAPES
+            )
+        except MigrationError as exc:
+            raise TriggerError("store", f"could not run trigger migrations: {exc}") from exc
+        except Exception as exc:  # the pool failing underneath it
             raise TriggerError("store", "could not run trigger migrations") from exc
 
     async def _run(
