@@ -220,3 +220,53 @@ async def test_cancelled_inline_call_does_nothing(tmp_path: Path) -> None:
     assert scope.cancelled_caught
     assert await db.transaction(lambda c: c.execute("SELECT count(*) FROM a").fetchone()) == (0,)
     await db.aclose()
+
+
+async def test_a_long_lock_is_one_line_when_it_begins_and_one_when_it_ends(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path)
+    await db.transaction(lambda c: c.execute("CREATE TABLE a (x INTEGER)"))
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN EXCLUSIVE")  # another program's long write
+
+    async def release_after(seconds: float) -> None:
+        await trio.sleep(seconds)
+        blocker.execute("ROLLBACK")
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(release_after, 3.0)
+            began = trio.current_time()
+            await db.transaction(lambda c: c.execute("INSERT INTO a (x) VALUES (1)"))
+            waited = trio.current_time() - began
+    finally:
+        blocker.close()
+        await db.aclose()
+    assert 3.0 <= waited < 3.1
+    lines = [r.getMessage() for r in caplog.records if r.name == "trio_triggers.sqlite"]
+    assert lines == [
+        f"SQLite database {path} is locked by another connection (database is locked);"
+        " retrying for up to 29 s more",
+        f"SQLite database {path} is free again after {waited:.1f} s",
+    ]
+
+
+async def test_a_lock_past_busy_wait_is_logged_and_raised(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "db.sqlite")
+    db = await SqliteDatabase.open(path, busy_wait=2.0)
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await db.transaction(lambda c: c.execute("CREATE TABLE a (x INTEGER)"))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        await db.aclose()
+    lines = [r.getMessage() for r in caplog.records if r.name == "trio_triggers.sqlite"]
+    assert len(lines) == 2
+    assert lines[1].startswith(f"SQLite database {path} still locked after 2.0")

@@ -15,6 +15,7 @@ __all__ = [
     "RunStoreErrorCode",
     "TriggerError",
     "TriggerErrorCode",
+    "describe_error",
 ]
 
 TriggerErrorCode = Literal[
@@ -114,3 +115,22 @@ class LeaseLost(Exception):
         if self.reason == "lapsed" and self.unconfirmed_ms is not None:
             text += f" after {self.unconfirmed_ms} ms unconfirmed"
         return text
+
+
+def describe_error(exc: BaseException, *, depth: int = 4) -> str:
+    """``exc`` and what caused it, on one line, for a log line that must say why.
+
+    ``TriggerError: trigger store write failed <- OperationalError: database or disk is full``:
+    the library's error names the operation, its cause the database's own words.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and len(parts) < depth and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    return " <- ".join(parts)

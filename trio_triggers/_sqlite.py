@@ -25,6 +25,7 @@ stores may share one database (and one connection): their migration names do not
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -44,11 +45,16 @@ __all__ = [
 
 T = TypeVar("T")
 
+logger = logging.getLogger("trio_triggers.sqlite")
+
 BUSY_WAIT_S = 30.0
 """Default bound on the total Trio time one call may spend waiting for a busy database."""
 
 _FIRST_BACKOFF_S = 0.001
 _MAX_BACKOFF_S = 0.05
+# A wait longer than this is not our own processes taking turns (theirs last milliseconds) but
+# a lock held by something else: it is logged, once when it starts and once when it ends.
+_REPORT_WAIT_S = 1.0
 # sqlite3 keeps this many prepared statements per connection (keyed by SQL text; the stores'
 # SQL is constant text). Both stores together use a few dozen; the default is 128.
 _CACHED_STATEMENTS = 256
@@ -220,16 +226,40 @@ class SqliteDatabase(ExecutorResource):
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             waited = 0.0
             backoff = _FIRST_BACKOFF_S
+            reported = False
             while True:
                 if failed:
                     await trio.sleep(backoff)
                     waited += backoff
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 try:
-                    return await self._executor.run(fn, self._connection)
+                    result = await self._executor.run(fn, self._connection)
                 except sqlite3.OperationalError as exc:
-                    if not is_busy_error(exc) or waited >= self._busy_wait:
+                    if not is_busy_error(exc):
                         raise
+                    if waited >= self._busy_wait:
+                        logger.error(
+                            "SQLite database %s still locked after %.1f s: giving up (%s)",
+                            self._path,
+                            waited,
+                            exc,
+                        )
+                        raise
+                    if not reported and waited >= _REPORT_WAIT_S:
+                        reported = True
+                        logger.warning(
+                            "SQLite database %s is locked by another connection (%s);"
+                            " retrying for up to %.0f s more",
+                            self._path,
+                            exc,
+                            self._busy_wait - waited,
+                        )
+                else:
+                    if reported:
+                        logger.warning(
+                            "SQLite database %s is free again after %.1f s", self._path, waited
+                        )
+                    return result
                 failed = True
 
     async def migrate(

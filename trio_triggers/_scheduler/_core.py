@@ -29,7 +29,7 @@ from .. import _instrument as instrument, _wake
 from .._clock import SystemWallClock, WallClock
 from .._constants import PRUNE_INTERVAL_MS
 from .._cron import Cron
-from .._errors import TriggerError
+from .._errors import TriggerError, describe_error
 from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
 from .._policies import DueOccurrences, due_occurrences
@@ -80,6 +80,11 @@ COMPENSATION_FIRST_PAUSE_S = 0.05
 COMPENSATION_MAX_PAUSE_S = 5.0
 TICK_COMPENSATION_ATTEMPTS = 4
 LAUNCH_RECORD_ATTEMPTS = 5
+#: After a failed tick the loop waits 100 ms, doubling up to 5 s (or ``poll_interval`` if that
+#: is shorter), before the next: a store that is down is not hammered, and one that is back is
+#: used within seconds (docs/scheduler.md, "The supervisor loop and wake-on-deadline").
+TICK_RETRY_FIRST_PAUSE_S = 0.1
+TICK_RETRY_MAX_PAUSE_S = 5.0
 
 T = TypeVar("T")
 
@@ -225,6 +230,7 @@ class Scheduler:
         # What an application or a test waits on (docs/scheduler.md, "Waiting on a scheduler"):
         self._next_attention_value: Published[int | None] = Published(None)
         self._idle_value = Published.flag(False)
+        self._heartbeat_failing = False
 
     # ------------------------------------------------------------------ public surface
 
@@ -323,15 +329,49 @@ class Scheduler:
         """
         poll_ms = validate_poll_interval(self._options)
         task_status.started()
+        cap = min(TICK_RETRY_MAX_PAUSE_S, poll_ms / 1000)
+        pause = min(TICK_RETRY_FIRST_PAUSE_S, cap)
+        failed = 0
+        failing_since = 0.0
+        host = self._settings.host
         while True:
             try:
                 await self.run_once()
-            except Exception:
-                logger.error(
-                    "A trigger scheduler tick failed",
-                    exc_info=True,
-                    extra={"host": self._settings.host},
+            except Exception as exc:
+                # One line (with the traceback) when an outage begins, one when it ends; the
+                # failures between are debug lines. Without the pause a tick that fails at
+                # once (the store is down) would be retried at once, since what is due stays
+                # due: a busy loop and a flood of tracebacks.
+                if not failed:
+                    failing_since = trio.current_time()
+                    logger.error(
+                        "A trigger scheduler tick failed",
+                        exc_info=True,
+                        extra={"host": host, "error": describe_error(exc), "retrying": "backoff"},
+                    )
+                else:
+                    logger.debug(
+                        "A trigger scheduler tick failed again", exc_info=True, extra={"host": host}
+                    )
+                failed += 1
+                self._idle_value.set(True)
+                try:
+                    await trio.sleep(pause)
+                finally:
+                    self._idle_value.set(False)
+                pause = min(pause * 2, cap)
+                continue
+            if failed:
+                logger.warning(
+                    "A trigger scheduler tick succeeded again",
+                    extra={
+                        "host": host,
+                        "failed_ticks": failed,
+                        "outage_s": round(trio.current_time() - failing_since, 1),
+                    },
                 )
+                failed = 0
+                pause = min(TICK_RETRY_FIRST_PAUSE_S, cap)
             self._idle_value.set(True)
             try:
                 await self._sleep_until_due(poll_ms)
@@ -414,12 +454,15 @@ class Scheduler:
         fn: Callable[[], Awaitable[object]],
         extra: dict[str, object],
         level: int = logging.ERROR,
-    ) -> None:
-        """Isolated work (§1.6): failures are logged and swallowed, cancellation propagates."""
+    ) -> bool:
+        """Isolated work (§1.6): failures are logged and swallowed, cancellation propagates.
+        Answers whether ``fn`` succeeded."""
         try:
             await fn()
         except Exception:
             logger.log(level, f"A trigger {work} failed", exc_info=True, extra=extra)
+            return False
+        return True
 
     async def _compensate(
         self,
@@ -572,8 +615,11 @@ class Scheduler:
         # Wake-ups that arrive from here on need another tick; earlier ones are served by
         # this one (its listing is read below).
         self._wake_event = trio.Event()
-        await self._isolated(
-            "heartbeat", lambda: self._store.heartbeat(host), {"host": host}, logging.WARNING
+        # A heartbeat that keeps failing is one warning, not one per tick (the tick itself
+        # reports the outage).
+        level = logging.DEBUG if self._heartbeat_failing else logging.WARNING
+        self._heartbeat_failing = not await self._isolated(
+            "heartbeat", lambda: self._store.heartbeat(host), {"host": host}, level
         )
         now = self._clock.now_ms()
         if self._last_pruned_at is None or now - self._last_pruned_at >= PRUNE_INTERVAL_MS:
