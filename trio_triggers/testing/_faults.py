@@ -66,6 +66,7 @@ __all__ = [
     "IndexedFaultyTriggerStore",
     "InjectedFault",
     "StoreCall",
+    "partition_fault",
 ]
 
 T = TypeVar("T")
@@ -90,6 +91,21 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
     kind: FaultKind
     delay: float = 0.0
     error: Exception | None = None
+
+
+def partition_fault(partitioned: dict[str, tuple[float, float]], caller: str) -> Fault | None:
+    """The fault a network partition gives ``caller`` now: every call inside its window
+    ``[start, end)`` (Trio time) fails before reaching the store; a window that has ended is
+    forgotten. No random draw: a partition is decided when it is drawn, not per call."""
+    window = partitioned.get(caller)
+    if window is None:
+        return None
+    now = trio.current_time()
+    if window[0] <= now < window[1]:
+        return Fault(kind="fail_before")
+    if now >= window[1]:
+        del partitioned[caller]
+    return None
 
 
 class StoreCall(msgspec.Struct, kw_only=True):

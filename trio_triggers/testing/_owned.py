@@ -25,7 +25,7 @@ from .._ownership._liveness import LivenessEvidence
 from .._ownership._memory import MemoryRunStore
 from .._ownership._models import Activated, Created, RunRow
 from .._ownership._owner import HEARTBEAT_STALE_AFTER_MS, OwnerId
-from ._faults import Fault, FaultyRunStore, StoreCall
+from ._faults import Fault, FaultyRunStore, StoreCall, partition_fault
 from ._run_checks import RunGrants, check_run_transition
 from ._runner import RunPlan, RunState, StartRequestLike
 
@@ -86,13 +86,9 @@ class OwnedRunner:
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
         if self.draws.quiet:
             return None
-        window = self.partitioned.get(caller)
-        if window is not None:
-            now = trio.current_time()
-            if window[0] <= now < window[1]:
-                return Fault(kind="fail_before")
-            if now >= window[1]:
-                del self.partitioned[caller]
+        cut = partition_fault(self.partitioned, caller)
+        if cut is not None:
+            return cut
         if self.draws.rng.random() >= self.draws.config.store_fault_rate:
             return None
         self.trace.counts["run_store.fault"] += 1

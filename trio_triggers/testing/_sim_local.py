@@ -39,7 +39,7 @@ from .._ownership import (
     OwnerId,
     lease_liveness,
 )
-from ._faults import RUN_STORE_READS, Fault, FaultKind, FaultyRunStore
+from ._faults import RUN_STORE_READS, Fault, FaultKind, FaultyRunStore, partition_fault
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -138,13 +138,9 @@ class LocalWorldRunner:
     def decide(self, caller: str, method: str, args: tuple[Any, ...]) -> Fault | None:
         if self.draws.quiet:
             return None
-        window = self.partitioned.get(caller)
-        if window is not None:
-            now = trio.current_time()
-            if window[0] <= now < window[1]:
-                return Fault(kind="fail_before")
-            if now >= window[1]:
-                del self.partitioned[caller]
+        cut = partition_fault(self.partitioned, caller)
+        if cut is not None:
+            return cut
         rng = self.draws.rng
         if rng.random() >= self.draws.config.run_store_fault_rate:
             return None
