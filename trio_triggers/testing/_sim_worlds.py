@@ -102,14 +102,16 @@ def write_fault_world(**changes: object) -> SimConfig:
     return msgspec.structs.replace(base, **changes)
 
 
-def _alone_on_failing_store(*, days: float, crashes_per_day: float) -> SimConfig:
+def _alone_on_failing_store(
+    *, days: float, crashes_per_day: float, store_fault_rate: float = 0.2
+) -> SimConfig:
     """A lone scheduler on the audited triggers whose store fails often but never hangs (a hang
     would stall the only scheduler until the quiet phase): where the bugs of a failed store call
     bite, with nobody else to cover for them."""
     return SimConfig(
         days=days,
         schedulers=1,
-        store_fault_rate=0.2,
+        store_fault_rate=store_fault_rate,
         store_hangs=False,
         crashes_per_day=crashes_per_day,
         declarations=AUDITED,
@@ -126,7 +128,10 @@ PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
         _alone_on_failing_store(days=1.5, crashes_per_day=0), frozenset({"T20"})
     ),
     "claim_past_failed_claim": PlantedWorld(
-        _alone_on_failing_store(days=3, crashes_per_day=8), frozenset({"T20"})
+        # A failed tick now pauses before the next (docs/scheduler.md), so fewer ticks meet a
+        # failing claim than when they were retried at once: the store fails more often here.
+        _alone_on_failing_store(days=3, crashes_per_day=8, store_fault_rate=0.3),
+        frozenset({"T20"}),
     ),
     "skip_revision_fence": PlantedWorld(
         SimConfig(
@@ -175,7 +180,7 @@ PLANTED_WORLDS: Final[dict[str, PlantedWorld]] = {
     "create_answer_trusted": PlantedWorld(write_fault_world(), frozenset({"W2"})),
     # Refused starts whose ``failed`` record fails: both common here.
     "compensation_swallowed": PlantedWorld(
-        write_fault_world(days=0.12, store_fault_rate=0.35, runner_fault_rate=0.4),
+        write_fault_world(days=0.2, store_fault_rate=0.35, runner_fault_rate=0.4),
         frozenset({"W3"}),
     ),
     "claim_answer_trusted": PlantedWorld(

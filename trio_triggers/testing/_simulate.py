@@ -47,6 +47,7 @@ import trio.testing
 
 from .._clock import TrioWallClock
 from .._errors import TriggerError
+from .._identities import reservation_occurrence
 from .._scheduler._core import open_scheduler
 from .._scheduler._options import SchedulerOptions
 from .._store._memory import MemoryTriggerStore
@@ -201,13 +202,26 @@ class _World:
     def check_result(self, caller: str, cs: CallerState, result: Result) -> None:
         self.observer.check_result(caller, cs, result)
 
-    def claimant_working(self, caller: str, reservation: str) -> bool | None:
+    def claimant_working(self, caller: str, trigger_id: str, reservation: str) -> bool | None:
         """Whether live scheduler ``caller`` still works on ``reservation`` (``None``: it is
-        not alive, so the reservation's lease is what frees the trigger)."""
+        not alive, so the reservation's lease is what frees the trigger).
+
+        It does while it owns the reservation, and also while a launch task of its own runs
+        for the reservation's occurrence: once the run is started that task owns the run id
+        and is still writing ``launched`` (retried while the store fails), which is what turns
+        the reservation into the run."""
         cs = self.callers.get(caller)
         if caller not in self.scopes or cs is None or cs.closing or cs.scheduler is None:
             return None
-        return any(entry.run_id == reservation for entry in cs.scheduler.owned().values())
+        owned = cs.scheduler.owned()
+        if any(entry.run_id == reservation for entry in owned.values()):
+            return True
+        entry = owned.get(trigger_id)
+        return (
+            entry is not None
+            and entry.scope is not None
+            and entry.occurrence == reservation_occurrence(reservation)
+        )
 
     async def check_reservations(self) -> None:
         """W3, every few seconds: each trigger's holder, read from the unwrapped store."""
@@ -220,8 +234,8 @@ class _World:
             holder = held.active_run_id
             reservation = holder or ""
 
-            def working(caller: str, reservation: str = reservation) -> bool | None:
-                return self.claimant_working(caller, reservation)
+            def working(caller: str, tid: str = tid, reservation: str = reservation) -> bool | None:
+                return self.claimant_working(caller, tid, reservation)
 
             runner.check_held(tid, holder, working)
 
