@@ -175,7 +175,8 @@ class ControlRunner:
                         f"after {PARKED_ATTEMPTS} attempts",
                     )
                 logger.info(
-                    f"A scheduled plan is parked awaiting approval, attempt {attempt}",
+                    "A scheduled plan is parked awaiting approval, attempt %s",
+                    attempt,
                     extra={"plan_id": plan.plan_id, "attempt": str(attempt)},
                 )
                 await trio.sleep(2 ** (attempt - 1))

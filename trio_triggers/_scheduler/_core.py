@@ -460,7 +460,7 @@ class Scheduler:
         try:
             await fn()
         except Exception:
-            logger.log(level, f"A trigger {work} failed", exc_info=True, extra=extra)
+            logger.log(level, "A trigger %s failed", work, exc_info=True, extra=extra)
             return False
         return True
 
@@ -775,7 +775,8 @@ class Scheduler:
                 break
             except Exception:
                 logger.error(
-                    f"A trigger dispatch of occurrence {occurrence} failed",
+                    "A trigger dispatch of occurrence %s failed",
+                    occurrence,
                     exc_info=True,
                     extra={"trigger_id": trigger.id, "occurrence": occurrence},
                 )
