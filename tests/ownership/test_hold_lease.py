@@ -21,6 +21,7 @@ from trio_triggers._ownership import (
     Updated,
     hold_lease,
 )
+from trio_triggers._ownership._lease import pulse_interval_ms, work_limit_ms
 
 from .helpers import A, C, created
 from .scripted import Answer, ScriptedStore, failing, fence_lost, hanging
@@ -294,3 +295,83 @@ async def test_outer_cancel_leaves_hold_lease_as_a_bare_cancelled(
             seen.append(type(exc))
             raise
     assert seen == [trio.Cancelled]
+
+
+class SlowHeartbeats:
+    """Wraps a store: every heartbeat takes ``delay`` seconds (a slow round trip)."""
+
+    def __init__(self, inner: MemoryRunStore, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    async def heartbeat(self, run_id: str, owner: Any, now_ms: int) -> object:
+        await trio.sleep(self.delay)
+        return await self.inner.heartbeat(run_id, owner, now_ms)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_woken_owner_past_its_work_limit_runs_no_more_owned_code(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A process stopped (SIGSTOP) past the stale moment: on waking every Trio deadline has
+    expired at once; the body must be cancelled in that same pass, not after a heartbeat round
+    trip reports the lost fence (docs/faults.md, "A frozen owner")."""
+    wall = TrioWallClock(0)
+    store = MemoryRunStore(clock=wall, stale_after_ms=3_000)
+    row = await created(store)
+    assert await store.claim_and_own("r", row, A, 0) == Activated()
+    wrapped: RunStore = SlowHeartbeats(store, 0.35)  # type: ignore[assignment]
+    steps: list[float] = []
+    taken: list[float] = []
+
+    async def freeze_then_take_over() -> None:
+        await trio.sleep(1.05)
+        autojump_clock.jump(8)  # the owner's process was stopped for 8 s: nothing ran
+        owned = await store.get("r")
+        now = wall.now_ms()
+        evidence = LivenessEvidence(expected_owner=A, checked_at_ms=now, kind="lease-expired")
+        assert await store.claim_and_own("r", owned, C, now, evidence) == Activated()
+        taken.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(freeze_then_take_over)
+        with pytest.raises(LeaseLost) as info:
+            async with hold_lease(wrapped, "r", A, clock=wall):
+                for _ in range(200):
+                    await trio.sleep(0.1)
+                    steps.append(trio.current_time())
+    assert info.value.reason == "lapsed"
+    assert len(taken) == 1
+    assert 9 <= len(steps) <= 10  # the steps made before the freeze
+    assert [s for s in steps if s >= taken[0]] == []  # none after the takeover
+    assert (await store.get("r")).owner == C
+
+
+def test_the_work_limit_is_two_thirds_of_a_short_lease() -> None:
+    assert [work_limit_ms(s) for s in (30_000, 60_000, 3_000, 2_000)] == [20_000] * 2 + [
+        2_000,
+        1_334,
+    ]
+    assert [pulse_interval_ms(s) for s in (30_000, 3_000, 2_000)] == [1_000, 500, 333]
+
+
+async def test_a_short_lease_stops_owned_work_before_a_peer_may_take_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With a 3 s lease a peer may take the run after 3 s of failed heartbeats; the owner used to
+    work on for the fixed 19 s tolerance. It now stops at the work limit, 2 s."""
+    wall = TrioWallClock(0)
+    store = MemoryRunStore(clock=wall, stale_after_ms=3_000)
+    row = await created(store)
+    assert await store.claim_and_own("r", row, A, 0) == Activated()
+    wrapped: RunStore = FailingHeartbeats(store)  # type: ignore[assignment]
+    stopped: list[int] = []
+    with pytest.raises(LeaseLost) as info:
+        async with hold_lease(wrapped, "r", A, clock=wall):
+            try:
+                await trio.sleep(100)
+            finally:
+                stopped.append(wall.now_ms())
+    assert (info.value.reason, stopped) == ("lapsed", [2_000])

@@ -5,6 +5,13 @@ write tolerance independently, so a stalled write can never hide the expiry. Exp
 serialised by a lock and judged on a reading taken after the lock, so two overdue timers settle
 with one ``reconfirm``. The first task to end records its exception and cancels the nursery; the
 exception is raised bare after the nursery has closed (never an ``ExceptionGroup``).
+
+``hold_lease`` also gives the body's cancel scope a *Trio deadline* at the work limit (the last
+confirmed stamp plus :func:`work_limit_ms` of the store's ``stale_after_ms``), moved on by every
+confirmed renewal. A process that was stopped (``SIGSTOP``, a debugger, a host stall) past that
+moment wakes with the deadline already expired: Trio cancels the body in the same scheduling pass
+that resumes its sleeps, before any of its code runs, instead of letting it work on until a
+heartbeat round trip reports the lost fence.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from .._groups import only_cancelled
 from ._models import FenceLost, NotFound, RunStore, Updated
 from ._owner import (
     HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_STALE_AFTER_MS,
     HEARTBEAT_WRITE_TOLERANCE_MS,
     OwnerId,
     check_owner,
@@ -29,7 +37,7 @@ from ._owner import (
     invalid,
 )
 
-__all__ = ["Lease", "heartbeat_loop", "hold_lease"]
+__all__ = ["Lease", "heartbeat_loop", "hold_lease", "work_limit_ms"]
 
 log = logging.getLogger("trio_triggers.ownership")
 
@@ -39,10 +47,35 @@ _I = HEARTBEAT_INTERVAL_MS
 _T = HEARTBEAT_WRITE_TOLERANCE_MS
 
 
+def work_limit_ms(stale_after_ms: int) -> int:
+    """How long after its last confirmed stamp an owner may still work (``ownership.md``).
+
+    ``T + I`` (20 000 ms) for the contract's 30 s lease, the instant by which the loop has
+    lapsed anyway; a store with a shorter ``stale_after_ms`` (a test knob) keeps the same
+    proportion, two thirds, so the owner stops a third of the lease before any peer may take
+    the run over (2 000 ms for a 3 s lease).
+    """
+    return min(_T + _I, stale_after_ms - stale_after_ms // 3)
+
+
+def pulse_interval_ms(stale_after_ms: int) -> int:
+    """The pulse cadence: :data:`HEARTBEAT_INTERVAL_MS`, or a quarter of the work limit when
+    that is shorter (a short test lease), so that one failed or slow write never spends the
+    whole limit."""
+    return max(1, min(_I, work_limit_ms(stale_after_ms) // 4))
+
+
+def _stale_after_ms(run_store: object) -> int:
+    value = getattr(run_store, "stale_after_ms", HEARTBEAT_STALE_AFTER_MS)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return HEARTBEAT_STALE_AFTER_MS
+    return value
+
+
 class _State:
     """The loop's mutable state, shared by the pulse and deadline tasks (and the Lease view)."""
 
-    __slots__ = ("ended", "expiry", "failing", "lapsed", "last_confirmed_ms")
+    __slots__ = ("ended", "expiry", "failing", "lapsed", "last_confirmed_ms", "on_confirm")
 
     def __init__(self, start_ms: int) -> None:
         self.last_confirmed_ms: int = start_ms
@@ -50,10 +83,13 @@ class _State:
         self.lapsed: bool = False
         self.expiry: trio.Lock = trio.Lock()
         self.ended: BaseException | None = None
+        self.on_confirm: Callable[[], None] | None = None  # hold_lease: move the body's deadline
 
     def confirm(self, sent_ms: int) -> None:
         self.last_confirmed_ms = max(self.last_confirmed_ms, sent_ms)
         self.failing = False
+        if self.on_confirm is not None:
+            self.on_confirm()
 
 
 @final
@@ -97,7 +133,16 @@ class _Heartbeat:
     the write tolerance, and :meth:`_expire`, :meth:`_reconfirm` and :meth:`_lapse` the one
     settlement of an overdue stamp (``ownership.md`` §11)."""
 
-    __slots__ = ("_clock", "_on_lapse", "_on_reconfirm", "_owner", "_run_id", "_state", "_store")
+    __slots__ = (
+        "_clock",
+        "_interval_s",
+        "_on_lapse",
+        "_on_reconfirm",
+        "_owner",
+        "_run_id",
+        "_state",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -116,6 +161,7 @@ class _Heartbeat:
         self._clock = clock
         self._on_reconfirm = on_reconfirm
         self._on_lapse = on_lapse
+        self._interval_s = pulse_interval_ms(_stale_after_ms(run_store)) / 1000
 
     async def run(self) -> NoReturn:
         """Run the pulses and the deadline in one nursery until one of them ends. The first to
@@ -149,7 +195,7 @@ class _Heartbeat:
         """Renew the stamp every interval; a stamp already past the write tolerance is settled
         by :meth:`_expire` instead, never by one more plain heartbeat."""
         while True:
-            await trio.sleep(_I / 1000)
+            await trio.sleep(self._interval_s)
             now = self._clock.now_ms()
             if now - self._state.last_confirmed_ms >= _T:
                 await self._expire()
@@ -234,6 +280,20 @@ class _Heartbeat:
             return True, None
         return False, None
 
+    async def lapse_after_deadline(self) -> LeaseLost:
+        """The body's work limit passed before the loop lapsed (``hold_lease``): the same
+        lapse (log, ``on_lapse`` once), answered instead of raised."""
+        ended = self._state.ended
+        if isinstance(ended, LeaseLost):  # the loop ended too, cancelled before it could tell
+            return ended
+        unconfirmed = self._clock.now_ms() - self._state.last_confirmed_ms
+        if self._state.lapsed:  # the loop's own lapse was interrupted: never a second on_lapse
+            return LeaseLost(self._run_id, reason="lapsed", unconfirmed_ms=unconfirmed)
+        try:
+            await self._lapse(unconfirmed, None)
+        except LeaseLost as exc:
+            return exc
+
     async def _lapse(self, unconfirmed: int, cause: BaseException | None) -> NoReturn:
         """End the loop as lapsed: mark it (so no second expiry reconfirms), tell ``on_lapse``
         (its failure is logged, never raised over the lapse) and raise :class:`LeaseLost`."""
@@ -274,6 +334,19 @@ async def heartbeat_loop(
     await _Heartbeat(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse).run()
 
 
+def _limit_work(state: _State, scope: trio.CancelScope, clock: WallClock, limit_ms: int) -> None:
+    """Give ``scope`` its deadline at ``limit_ms`` after the last confirmed stamp, and move it on
+    at every confirmation. The deadline is in Trio's clock (which a stopped process also sees
+    jump): the wall reading only says how much of the limit is left now."""
+
+    def place() -> None:
+        left_ms = state.last_confirmed_ms + limit_ms - clock.now_ms()
+        scope.deadline = trio.current_time() + left_ms / 1000
+
+    place()
+    state.on_confirm = place
+
+
 @asynccontextmanager
 async def hold_lease(
     run_store: RunStore,
@@ -289,6 +362,11 @@ async def hold_lease(
     Raises :class:`LeaseLost` (the body's own exception, if any, as ``__context__``) once the
     loop has ended; otherwise a body exception propagates as itself. Never an
     ``ExceptionGroup``.
+
+    The body's cancel scope has a Trio deadline at :func:`work_limit_ms` after the last
+    confirmed stamp (moved on by every renewal): past it the body is cancelled and
+    ``LeaseLost(reason="lapsed")`` raised even if the loop never had the chance to notice (the
+    process was stopped), so a woken owner never resumes owned work it may have lost.
     """
     _validate("hold_lease", run_id, owner)
     chosen = clock if clock is not None else SystemWallClock()
@@ -298,11 +376,13 @@ async def hold_lease(
     body_exc: BaseException | None = None
     outer: BaseException | None = None
     body_scope = trio.CancelScope()
+    _limit_work(state, body_scope, chosen, work_limit_ms(_stale_after_ms(run_store)))
+    heartbeat = _Heartbeat(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse)
 
     async def supervisor() -> None:
         nonlocal loop_exc
         try:
-            await _Heartbeat(state, run_store, run_id, owner, chosen, on_reconfirm, on_lapse).run()
+            await heartbeat.run()
         except Exception as exc:
             loop_exc = exc
             body_scope.cancel()
@@ -325,6 +405,8 @@ async def hold_lease(
         outer = exc
     if body_exc is not None and not isinstance(body_exc, Exception | trio.Cancelled):
         raise body_exc  # KeyboardInterrupt, SystemExit, ...: never hidden behind LeaseLost
+    if loop_exc is None and outer is None and body_scope.cancel_called:
+        loop_exc = await heartbeat.lapse_after_deadline()  # the work limit passed first
     if loop_exc is not None:
         if isinstance(body_exc, Exception):
             loop_exc.__context__ = body_exc
