@@ -472,12 +472,34 @@ class LocalRunner:
             self._unconfirmed.clear()
 
     async def _dispatch(self, nursery: trio.Nursery) -> None:
+        failed = 0  # rounds failed in a row: one warning when a spell starts, one when it ends
+        began = 0.0
         while True:
             self._wake = trio.Event()
             try:
                 await self._claim_round(nursery)
             except (RunStoreError, TriggerError) as exc:
-                logger.warning("local runner could not look for runs", extra={"error": str(exc)})
+                if failed == 0:
+                    began = trio.current_time()
+                    logger.warning(
+                        "local runner could not look for runs; retrying every poll",
+                        extra={"error": str(exc)},
+                    )
+                else:
+                    logger.debug(
+                        "local runner still cannot look for runs", extra={"error": str(exc)}
+                    )
+                failed += 1
+            else:
+                if failed:
+                    logger.warning(
+                        "local runner can look for runs again",
+                        extra={
+                            "failed_rounds": failed,
+                            "outage_s": round(trio.current_time() - began, 1),
+                        },
+                    )
+                failed = 0
             with trio.move_on_after(self._poll_interval):
                 await self._wake.wait()
 
@@ -526,12 +548,13 @@ class LocalRunner:
             taken = await self._claim_and_own(row, now, evidence)
             if taken is None:
                 continue
-            row = taken
-            if row.status == "running":
+            if row.status == "running":  # the candidate, not ``taken``: a claim of ours whose
+                # answer was lost comes back ``running`` under this owner, and is no takeover
                 logger.warning(
                     "local runner took over a run whose owner died",
                     extra={"run_id": row.run_id, "previous_owner": str(row.owner)},
                 )
+            row = taken
             self._unconfirmed.discard(row.run_id)
             worker = _Worker()
             self._workers[row.run_id] = worker
@@ -717,31 +740,25 @@ class LocalRunner:
         once its lease is stale (``_repair_orphan``), or a later process takes it over.
         """
         kept = self._unsettled.get(run_id)
-        delay = _RETRY_FIRST_S
+
+        async def hand_back() -> bool:
+            if kept is not None:
+                return await self._finish_once(run_id, *kept)
+            outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
+            if isinstance(outcome, Transitioned):
+                logger.info("local runner suspended a stopped run", extra={"run_id": run_id})
+            return False
+
         with trio.CancelScope(shield=True), trio.move_on_after(_SHUTDOWN_GRACE_S):
-            while True:
-                try:
-                    if kept is not None:
-                        return await self._finish_once(run_id, *kept)
-                    outcome = await self._store.transition_owned(run_id, self._owner, "suspended")
-                except RunStoreError as exc:
-                    if exc.code not in _TRANSIENT:
-                        break
-                    logger.warning(
-                        "local runner could not hand back a stopped run; retrying",
-                        extra={"run_id": run_id, "error": str(exc)},
-                    )
-                else:
-                    if isinstance(outcome, Transitioned):
-                        logger.info(
-                            "local runner suspended a stopped run", extra={"run_id": run_id}
-                        )
-                    return False
-                await trio.sleep(delay)
-                delay = min(delay * 2, _RETRY_CAP_S)
-                settled = await self._settled(run_id)
-                if settled is not None:
-                    return settled and kept is not None
+            try:
+                written, ended = await self._write_until_settled(
+                    "local runner could not hand back a stopped run; retrying", run_id, hand_back
+                )
+            except RunStoreError:
+                pass  # not transient: left to the repair below
+            else:
+                # Settled by reading the row: the outcome counts as ours only if we had one.
+                return ended if written else ended and kept is not None
         logger.warning("local runner could not suspend a stopped run", extra={"run_id": run_id})
         return False
 
@@ -802,22 +819,39 @@ class LocalRunner:
         """Write the outcome, retried with backoff until it lands (under the run's lease, which
         the heartbeat keeps while the store recovers); a failure is settled by reading the row:
         a write whose answer was lost may have committed."""
+        _, ended = await self._write_until_settled(
+            "local runner could not record a run's outcome; retrying",
+            run_id,
+            lambda: self._finish_once(run_id, result, output_json),
+        )
+        return ended
+
+    async def _write_until_settled(
+        self, failing: str, run_id: str, write: Callable[[], Awaitable[bool]]
+    ) -> tuple[bool, bool]:
+        """``write()`` retried with backoff (50 ms doubling to 5 s) while the store fails
+        transiently, until it answers or the row shows the write is no longer needed.
+
+        Answers ``(True, write's answer)``, or ``(False, True/False)`` when the row settled it
+        (:meth:`_settled`: the run ended / is no longer this owner's). The first failure is a
+        warning (``failing``), the retries after it debug lines: an outage of the store is one
+        line per run, not one per attempt. A failure that is not transient propagates.
+        """
         delay = _RETRY_FIRST_S
+        level = logging.WARNING
         while True:
             try:
-                return await self._finish_once(run_id, result, output_json)
+                return True, await write()
             except RunStoreError as exc:
                 if exc.code not in _TRANSIENT:
                     raise
-                logger.warning(
-                    "local runner could not record a run's outcome; retrying",
-                    extra={"run_id": run_id, "error": str(exc)},
-                )
+                logger.log(level, failing, extra={"run_id": run_id, "error": str(exc)})
+                level = logging.DEBUG
             await trio.sleep(delay)
             delay = min(delay * 2, _RETRY_CAP_S)
             settled = await self._settled(run_id)
             if settled is not None:
-                return settled
+                return False, settled
 
     async def _finish_once(self, run_id: str, result: Finish, output_json: str | None) -> bool:
         status, result_json, error = result

@@ -194,6 +194,42 @@ async def test_terminated_connection_fails_one_call_then_recovers(postgres_dsn: 
         await db.aclose()
 
 
+async def test_an_outage_is_logged_once_and_its_end_once(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lost connection is one ``unreachable`` line, and one ``answers again`` line at the
+    first call that works; a statement that fails on a working connection (a timeout) is no
+    outage (docs/faults.md, "PostgreSQL restarts"; the fault test there holds a whole server
+    restart to one line each)."""
+    timeouts = TimeoutSettings(statement_timeout=0.2, lock_timeout=0.1)
+    db = await PostgresDatabase.open(
+        postgres_dsn, timeouts=timeouts, pool_size=1, application_name="tt-outage-test"
+    )
+    try:
+        with caplog.at_level("WARNING", logger="trio_triggers.postgres"):
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                await db.transaction(lambda c: c.execute("SELECT pg_sleep(5)"))
+            assert [r for r in caplog.records if r.name == "trio_triggers.postgres"] == []
+            for _ in range(3):
+                pid = await db.transaction(
+                    lambda c: c.execute("SELECT pg_backend_pid()").fetchone()
+                )
+                assert pid is not None
+                with admin_connection(postgres_dsn) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+                with pytest.raises(psycopg.OperationalError):
+                    await db.transaction(lambda c: c.execute("SELECT 1").fetchone())
+            assert await db.transaction(lambda c: c.execute("SELECT 1").fetchone()) == (1,)
+        messages = [r.getMessage() for r in caplog.records if r.name == "trio_triggers.postgres"]
+        assert len(messages) == 6, messages
+        for lost, back in zip(messages[::2], messages[1::2], strict=True):
+            assert lost.startswith("PostgreSQL is unreachable (pool tt-outage-test): ")
+            assert "AdminShutdown" in lost or "OperationalError" in lost
+            assert back.startswith("PostgreSQL answers again (pool tt-outage-test) after ")
+    finally:
+        await db.aclose()
+
+
 async def test_settings_reach_the_session_and_dsn_options_win(postgres_dsn: str) -> None:
     timeouts = TimeoutSettings(statement_timeout=1.5, lock_timeout=0.25)
     db = await open_db(postgres_dsn, timeouts=timeouts)

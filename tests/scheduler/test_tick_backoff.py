@@ -74,3 +74,27 @@ async def test_failed_ticks_back_off_then_one_line_says_the_store_is_back(
     again = [r for r in caplog.records if r.getMessage().endswith("tick failed again")]
     assert len(again) == failures - 1
     assert all(r.levelno == logging.DEBUG for r in again)
+
+
+async def test_a_run_inspection_failing_again_and_again_is_one_warning(
+    autojump_clock: MockClock,
+    sim: Sim,
+    store: RecordingStore,
+    runner: ScriptedRunner,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A database restart with runs in flight made every monitor log a warning with a
+    traceback for every inspection attempt; the first says why, the retries are debug lines."""
+    await store.inner.register(hourly())
+    await sim.advance_to(H - 1_000)
+    runner.fail_inspects = [RuntimeError("the server is restarting")] * 3
+    caplog.set_level(logging.DEBUG, logger="trio_triggers.scheduler")
+    async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
+        await scheduler.run_once()  # first sight
+        await sim.tick(scheduler, H)
+        runner.stop_all()
+        await trio.sleep(600)  # the monitor retries, then sees the run completed
+    failed = [r for r in caplog.records if r.getMessage() == "A trigger run inspection failed"]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    assert failed[0].exc_info is not None
+    assert store.outcomes()[-1] == "completed"

@@ -1278,7 +1278,11 @@ class Scheduler:
             try:
                 return await self._call_inspect(run_id)
             except Exception:
-                logger.warning(
+                # The first failure says why (with the traceback); the retries after it are
+                # debug lines, and giving up is a warning of its own: a database outage with
+                # runs in flight is one line per run, not one per run and attempt.
+                logger.log(
+                    logging.WARNING if k == 0 else logging.DEBUG,
                     "A trigger run inspection failed",
                     exc_info=True,
                     extra={"trigger_id": trigger.id, "run_id": run_id, "attempt": str(k + 1)},

@@ -368,10 +368,11 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskN
 
 
 class _Formatter(logging.Formatter):
-    """The library keeps data out of its messages (in ``extra``); show it after the text."""
+    """The library keeps data out of its messages (in ``extra``); show it after the text, on
+    the message's own line (a traceback, if any, follows)."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(record)
         extras = {k: v for k, v in vars(record).items() if k not in _STANDARD}
         if extras:
             text += " " + " ".join(f"{k}={v}" for k, v in sorted(extras.items()))
@@ -385,15 +386,24 @@ def _logging_to_stderr(verbose: int) -> Iterator[None]:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("trio_triggers")
-    saved = (root.handlers[:], root.level, root.propagate)
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    # psycopg's own loggers (the pool's "error connecting in ...", "discarding closed
+    # connection") repeat every reconnect attempt of an outage the library already reports once
+    # (``PostgreSQL is unreachable`` / ``answers again``): shown from -v on, errors always.
+    driver_level = logging.ERROR if verbose == 0 else level
+    loggers = [
+        (logging.getLogger("trio_triggers"), level),
+        (logging.getLogger("psycopg"), driver_level),
+    ]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg, _ in loggers]
+    for logger, chosen in loggers:
+        logger.handlers[:] = [handler]
+        logger.setLevel(chosen)
+        logger.propagate = False
     try:
         yield
     finally:
-        root.handlers[:], root.level, root.propagate = saved[0], saved[1], saved[2]
+        for logger, handlers, old_level, propagate in saved:
+            logger.handlers[:], logger.level, logger.propagate = handlers, old_level, propagate
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ it. PostgreSQL DDL is transactional, so a migration that fails leaves nothing be
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING, TypeVar, final
 
 import psycopg
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger("trio_triggers.postgres")
 
 Connection = psycopg.Connection[TupleRow]
 """A pooled connection as the stores see it (rows are tuples)."""
@@ -168,11 +171,14 @@ class PostgresDatabase(ExecutorResource):
         executor: Executor,
         timeouts: TimeoutSettings,
         pool_size: int,
+        name: str = "trio-triggers",
     ) -> None:
         super().__init__(executor)
         self._pool = pool
         self._timeouts = timeouts
         self._pool_size = pool_size
+        self._name = name
+        self._unreachable_since: float | None = None  # Trio time of an outage's first failure
 
     @property
     def pool_size(self) -> int:
@@ -230,7 +236,9 @@ class PostgresDatabase(ExecutorResource):
                 raise
 
         await chosen.run(start)
-        return cls(pool, executor=chosen, timeouts=timeouts, pool_size=pool_size)
+        return cls(
+            pool, executor=chosen, timeouts=timeouts, pool_size=pool_size, name=application_name
+        )
 
     async def aclose(self) -> None:
         """Close the pool (waits for calls in flight; idempotent)."""
@@ -271,7 +279,21 @@ class PostgresDatabase(ExecutorResource):
 
         if self._closed:
             raise psycopg_pool.PoolClosed("the database is closed")
-        result = await self._executor.run(run)
+        try:
+            result = await self._executor.run(run)
+        except psycopg.OperationalError as exc:
+            if _lost_server(exc) and self._unreachable_since is None:
+                self._unreachable_since = trio.current_time()
+                log.warning(
+                    "PostgreSQL is unreachable (pool %s): %s; store calls fail until it answers",
+                    self._name,
+                    _first_line(exc),
+                )
+            raise
+        if self._unreachable_since is not None:
+            outage = trio.current_time() - self._unreachable_since
+            self._unreachable_since = None
+            log.warning("PostgreSQL answers again (pool %s) after %.1f s", self._name, outage)
         # A caller cancelled while the thread ran sees the cancellation now (the transaction has
         # committed whole, so its outcome is unknown to the caller, never half applied).
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -290,6 +312,20 @@ class PostgresDatabase(ExecutorResource):
         return await apply_migrations(
             self, migrations, owns=owns, dialect=_MIGRATIONS, shapes=shapes
         )
+
+
+def _lost_server(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` says the server is gone (refused, broken or shut down connections, no
+    pooled connection in time), not that one statement failed (a timeout, a lock wait):
+    client-side failures carry no SQLSTATE; class 08 is a connection exception and 57P the
+    server's shutdowns."""
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _execute(conn: Connection, sql: str, params: tuple[object, ...]) -> list[TupleRow]:
