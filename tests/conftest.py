@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -48,3 +49,20 @@ def pytest_runtest_makereport(
                 "at collection (pytest.mark.skipif(..., reason=...) or a param's marks)"
             )
     return report
+
+
+@pytest.fixture(autouse=True)
+def _library_loggers_as_they_were() -> Generator[None]:
+    """Give the library's loggers back as each test found them.
+
+    A test (or a docs example run in-process, such as docs/simulation.md's quiet-logging line)
+    that sets the ``trio_triggers`` logger's level or handlers would otherwise silence every
+    later test that asserts a log line with ``caplog``: CI once failed the SQLite lock tests
+    that way, only in a full run.
+    """
+    loggers = [logging.getLogger(name) for name in ("trio_triggers", "psycopg")]
+    saved = [(lg, lg.level, lg.propagate, lg.disabled, lg.handlers[:]) for lg in loggers]
+    yield
+    for lg, level, propagate, disabled, handlers in saved:
+        lg.setLevel(level)
+        lg.propagate, lg.disabled, lg.handlers[:] = propagate, disabled, handlers
