@@ -42,11 +42,13 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def soak(session: nox.Session) -> None:
     """The real-time experiments in full: the SIGKILL soak under every overlap policy (CI runs
-    ``supersede``) and the fault experiments of docs/faults.md."""
+    ``supersede``), every case of the shared-schedulers matrix (CI runs five) and the fault
+    experiments of docs/faults.md."""
     _install(session, "--group", "test", "-e", ".[postgres,otel]")
     session.run(
         "pytest",
         "tests/postgres/test_multiprocess.py",
+        "tests/postgres/test_shared_schedulers.py",
         "tests/faults",
         *session.posargs,
         env={"TT_RUN_SLOW": "all"},
