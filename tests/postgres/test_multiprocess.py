@@ -1,7 +1,7 @@
 """Three scheduler processes, each with a LocalRunner, on one database, killed at random.
 
 Twenty triggers fire every second (``catch_up="all"``, once per overlap policy) for a window of
-half a minute while a driver SIGKILLs a random process every few seconds and restarts it. Then
+twenty seconds while a driver SIGKILLs a random process every few seconds and restarts it. Then
 the killing stops, the processes run on for one run lease (``STALE_AFTER_MS``, so runs of killed
 owners are taken over) and a few seconds more, the triggers are disabled, and once everything has
 settled the database must show what the claim protocol promises (``docs/postgres.md``):
@@ -59,14 +59,14 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 TRIGGERS = 20
 PROCESSES = 3
 STALE_AFTER_MS = 2_000
-WINDOW_S = float(os.environ.get("TT_MP_WINDOW_S", "30"))
+WINDOW_S = float(os.environ.get("TT_MP_WINDOW_S", "20"))
 SEED = int(os.environ.get("TT_MP_SEED", "7"))
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         os.environ.get("TT_RUN_SLOW", "") in ("", "0"),
-        reason="a two-minute real-time soak test per backend: set TT_RUN_SLOW=1 to run it",
+        reason="a 40-second real-time soak test per backend: set TT_RUN_SLOW=1 to run it",
     ),
 ]
 
