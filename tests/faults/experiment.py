@@ -202,6 +202,19 @@ class Experiment:
     def stderr(self, index: int) -> str:
         return (self.root / f"proc-{index}.log").read_text()
 
+    def wait_until_serving(self, executions: int = 20) -> None:
+        """Wait (real time, up to 30 s) until the flow has logged ``executions`` executions."""
+        wait_for(lambda: len(self.executions()) >= executions, 30, "the first executions")
+
+    def recover_then_serve(
+        self, recovered: Callable[[], bool], what: str, *, serve_s: float
+    ) -> tuple[float, float]:
+        """After a fault ends: wait (up to 30 s) for ``recovered``, serve ``serve_s`` more
+        seconds, and answer the seconds recovery took and the wall time serving ended."""
+        recovery = wait_for(recovered, 30, what)
+        time.sleep(serve_s)
+        return recovery, time.time()
+
     def stop(self, timeout: float = 20.0) -> list[int | None]:
         """SIGINT every process still running, wait; SIGKILL what does not stop in time."""
         for process in self.processes:

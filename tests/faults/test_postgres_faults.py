@@ -185,7 +185,7 @@ def test_postgresql_restarts_are_ridden_out(tmp_path: Path) -> None:
         procs = experiment.start(2)
         try:
             began = time.time()
-            wait_for(lambda: len(experiment.executions()) >= 20, 30, "the first executions")
+            experiment.wait_until_serving()
             time.sleep(3)
             cpu_before = [cpu_seconds(p.pid) for p in procs]
             down_at = time.time()
@@ -195,13 +195,11 @@ def test_postgresql_restarts_are_ridden_out(tmp_path: Path) -> None:
             assert [p.poll() for p in procs] == [None, None]  # riding it out, not exiting
             cluster.start()
             up_at = time.time()
-            recovery = wait_for(
+            recovery, ended = experiment.recover_then_serve(
                 lambda: first_start_after(experiment, up_at) is not None,
-                30,
                 "a flow execution after the restart",
+                serve_s=8,
             )
-            time.sleep(8)
-            ended = time.time()
             codes = experiment.stop()
         finally:
             experiment.kill_all()
@@ -244,7 +242,7 @@ def test_killed_connections_cost_one_call_each(tmp_path: Path) -> None:
         procs = experiment.start(2)
         try:
             began = time.time()
-            wait_for(lambda: len(experiment.executions()) >= 20, 30, "the first executions")
+            experiment.wait_until_serving()
             cpu_before = [cpu_seconds(p.pid) for p in procs]
             kills: list[tuple[float, int]] = []
             for _ in range(KILLS):
@@ -313,13 +311,11 @@ def test_a_frozen_owner_is_taken_over_and_stops_on_waking(tmp_path: Path) -> Non
             cpu_frozen = cpu_seconds(a.pid) - cpu_before
             os.killpg(a.pid, signal.SIGCONT)
             woke_at = time.time()
-            recovery = wait_for(
+            recovery, ended = experiment.recover_then_serve(
                 lambda: any(e.pid == a.pid and e.start > woke_at for e in experiment.executions()),
-                30,
                 "the woken process executes flows again",
+                serve_s=5.0,
             )
-            time.sleep(5.0)
-            ended = time.time()
             codes = experiment.stop()
         finally:
             experiment.kill_all()

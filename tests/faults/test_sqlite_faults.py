@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.faults.experiment import REAL_TIME, Experiment, Report, wait_for
+from tests.faults.experiment import REAL_TIME, Experiment, Report
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,7 +44,7 @@ def test_a_lock_held_by_another_process_is_waited_out_and_named(tmp_path: Path) 
     experiment = Experiment(tmp_path, str(database))
     try:
         experiment.start(2)
-        wait_for(lambda: len(experiment.executions()) >= 20, 30, "the first executions")
+        experiment.wait_until_serving()
         first = time.time()
         time.sleep(2)
         blocker = sqlite3.connect(database, isolation_level=None, timeout=10)
@@ -53,9 +53,10 @@ def test_a_lock_held_by_another_process_is_waited_out_and_named(tmp_path: Path) 
         blocker.execute("ROLLBACK")
         blocker.close()
         released = time.time()
-        recovery = wait_for(lambda: _after(experiment, released), 30, "service after the lock")
-        time.sleep(6)
-        last = time.time() - 2
+        recovery, ended = experiment.recover_then_serve(
+            lambda: _after(experiment, released), "service after the lock", serve_s=6
+        )
+        last = ended - 2
         codes = experiment.stop()
     finally:
         experiment.kill_all()
@@ -106,7 +107,7 @@ def test_a_full_disk_is_reported_survived_and_loses_nothing_committed(tmp_path: 
         experiment = Experiment(tmp_path, str(database))
         try:
             experiment.start(2)
-            wait_for(lambda: len(experiment.executions()) >= 20, 30, "the first executions")
+            experiment.wait_until_serving()
             first = time.time()
             time.sleep(2)
             filler = _fill(disk)
@@ -114,9 +115,10 @@ def test_a_full_disk_is_reported_survived_and_loses_nothing_committed(tmp_path: 
             time.sleep(8)
             filler.unlink()
             freed = time.time()
-            recovery = wait_for(lambda: _after(experiment, freed), 30, "service after the disk")
-            time.sleep(6)
-            last = time.time() - 2
+            recovery, ended = experiment.recover_then_serve(
+                lambda: _after(experiment, freed), "service after the disk", serve_s=6
+            )
+            last = ended - 2
             codes = experiment.stop()
         finally:
             experiment.kill_all()
