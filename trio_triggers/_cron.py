@@ -379,9 +379,11 @@ class _Zone:
 
     __slots__ = ("_buckets", "_steps", "fixed", "offset", "tz")
 
-    def __init__(self, tz: datetime.tzinfo | None, offset: int = 0) -> None:
+    def __init__(
+        self, tz: datetime.tzinfo | None, offset: int = 0, *, fixed: bool | None = None
+    ) -> None:
         self.tz = tz
-        self.fixed = tz is None
+        self.fixed = tz is None if fixed is None else fixed
         self.offset = offset
         # bucket -> (hourly offsets, indices k where off(kH) != off((k+1)H))
         self._buckets: dict[int, tuple[list[int], frozenset[int]]] = {}
@@ -503,7 +505,29 @@ def _named_zone(key: str) -> _Zone:
         tz = zoneinfo.ZoneInfo(key)
     except Exception:  # ZoneInfoNotFoundError, ValueError for odd paths, OSError
         raise _invalid_zone() from None
+    if key in _UTC_NAMES and _always_utc(tz):
+        # UTC under any of its names has no transition: searched as a fixed offset (no
+        # hourly offset table per lookup), the most common zone of a large config costs what
+        # an absent offset does. The zone object is kept, so its key still reads back.
+        return _Zone(tz, 0, fixed=True)
     return _Zone(tz)
+
+
+# tzdata's names for UTC itself (links to Etc/UTC or Etc/GMT, offset 0 for all time).
+_UTC_NAMES: Final = frozenset(
+    {
+        "UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu",
+        "GMT", "Etc/GMT", "Greenwich", "Etc/Greenwich",
+    }
+)  # fmt: skip
+
+
+def _always_utc(tz: datetime.tzinfo) -> bool:
+    """Whether ``tz`` reads offset 0 at a spread of instants (a guard against odd tzdata)."""
+    for seconds in (-2_208_988_800, 0, 946_684_800, 4_102_444_800):
+        if datetime.datetime.fromtimestamp(seconds, tz).utcoffset() != datetime.timedelta(0):
+            return False
+    return True
 
 
 # Names in a zoneinfo directory whose meaning depends on the host, not on tzdata: the host's

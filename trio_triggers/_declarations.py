@@ -333,8 +333,9 @@ def _decode_fields(
     if not isinstance(mapping, Mapping | Trigger | Schedule):
         raise _Invalid(None, f"expected a mapping, not {type(mapping).__name__}")
     decoded: dict[str, object] = {}
+    is_struct = isinstance(mapping, msgspec.Struct)
     for name, check, default in fields:
-        value = _read(mapping, name)
+        value = getattr(mapping, name, _MISSING) if is_struct else _read(mapping, name)
         if value is _MISSING:
             if default is _MISSING:
                 raise _Invalid(name, "a value is required")

@@ -9,9 +9,11 @@ clock, and the zone-aware search built on it, for random expressions and instant
 
 from __future__ import annotations
 
+import zoneinfo
+
 from hypothesis import given, settings, strategies as st
 
-from trio_triggers._cron import Cron, _compile
+from trio_triggers._cron import Cron, _compile, _next, _Zone
 
 FIELD_VALUES = {"second": 60, "minute": 60, "hour": 24}
 
@@ -79,3 +81,32 @@ def test_only_every_day_expressions_take_the_fast_path() -> None:
     assert _compile("0 0 1 * *").day_times is None
     assert _compile("0 0 * * 1").day_times is None
     assert _compile("0 0 * 2 *").day_times is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    expression=every_day(),
+    at=instants,
+    name=st.sampled_from(["UTC", "Etc/UTC", "GMT", "Zulu", "Etc/Greenwich"]),
+)
+def test_utc_under_any_name_is_searched_as_a_fixed_offset(
+    expression: str, at: int, name: str
+) -> None:
+    # UTC has no transition, so its names skip the hourly offset table; they must find what
+    # the table-driven search of the same zone finds.
+    fast = Cron.parse(expression, name)
+    assert fast._zone is not None
+    assert fast._zone.fixed
+    table = _Zone(zoneinfo.ZoneInfo(name))
+    assert not table.fixed
+    assert fast.next(at) == _next(fast._compiled, table, at)
+    assert host_key(fast) == name
+
+
+def host_key(cron: Cron) -> str | None:
+    assert cron._zone is not None
+    return getattr(cron._zone.tz, "key", None)
+
+
+def test_a_zone_that_only_shares_a_name_prefix_keeps_its_table() -> None:
+    assert not Cron.parse("0 0 * * *", "Europe/London")._zone.fixed  # type: ignore[union-attr]

@@ -8,6 +8,7 @@ the writes that change its instant and checks, after each, the instant the index
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -293,3 +294,19 @@ async def test_register_many_writes_new_rows_in_a_few_statements(tmp_path: Any) 
         assert len(registered) == 1000
         touching = [s for s in statements if "tt_triggers" in s]
         assert len(touching) <= 10, touching[:20]
+
+
+async def test_register_many_restores_the_garbage_collector(env: Env) -> None:
+    # The batch is built with the cyclic collector held off; a refused batch must hand the
+    # collector back as it found it (on, or off when the application turned it off).
+    store = engine(env)
+    assert gc.isenabled()
+    with pytest.raises(TriggerError):
+        await store.register_many([hourly(id="t9"), hourly(id="t9", cron="not cron")])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        await store.register_many([hourly(id="t8")])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
