@@ -48,7 +48,7 @@ from ._bodies import (
 )
 from ._codec import EncodedTrigger, check_text, encode_trigger, storable
 from ._decision import CountMissed, check_history_limit, check_manual_key, check_prune_cutoff
-from ._group_commit import GroupCommit
+from ._group_commit import trigger_group
 from ._index import attending, body_due, body_holding, body_next_attention
 from ._models import (
     MISSED_REASONS,
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
+    from .._batching import GroupCommit
     from .._clock import WallClock
     from .._declarations import Overlap, RegisteredTrigger, Trigger
     from ._attention import DueRow
@@ -149,7 +150,7 @@ class EngineStore:
             return await self._run(method, body, now=method in CLOCK_METHODS)
         group = self._group
         if group is None:
-            group = self._group = GroupCommit(self)
+            group = self._group = trigger_group(self)
         safe = isinstance(key, str) and storable(key)
         hint: Hint = (key, occurrence) if safe and is_safe_integer(occurrence) else None
         value: T = await group.call(method, key if safe else "", body, hint)
