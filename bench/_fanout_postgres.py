@@ -217,6 +217,14 @@ def postgres_rows(
             env = dict(os.environ, FANOUT_DSN=with_search_path(dsn, schema))
             completed = subprocess.run(command, capture_output=True, text=True, env=env)
             rows.append(summarise("trio-triggers postgres", n, _last_json(completed)))
+        print(f"measuring trio-triggers LocalRunner postgres N={n} ...", flush=True)
+        with fresh_schema(dsn) as schema:
+            # ``open_triggers`` on the DSN: both stores on PostgreSQL, the LocalRunner.
+            command = [sys.executable, str(Path(__file__).resolve()), "--worker-local"]
+            command += ["--n", str(n), "--seconds", str(seconds), "--warmup", str(warmup)]
+            env = dict(os.environ, FANOUT_DSN=with_search_path(dsn, schema))
+            completed = subprocess.run(command, capture_output=True, text=True, env=env)
+            rows.append(summarise("trio-triggers LocalRunner pg", n, _last_json(completed)))
         if aps_python is None:
             continue
         print(f"measuring APScheduler asyncio/postgres N={n} ...", flush=True)
@@ -266,7 +274,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--no-apscheduler", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-local", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker_local:
+        from bench.fanout import run_local
+
+        dsn = os.environ["FANOUT_DSN"]
+        print(json.dumps(run_local(args.n[0], args.seconds, args.warmup, dsn)))
+        return
     if args.worker:
         dsn = os.environ["FANOUT_DSN"]
         print(json.dumps(run_ours_postgres(args.n[0], args.seconds, args.warmup, dsn)))

@@ -309,7 +309,10 @@ class LocalRunner:
         # wait_ended: the waiters per run id, and the runs that finished here lately (so a
         # waiter that arrives just after the end returns at once instead of at its deadline).
         self._end_waiters: dict[str, trio.Event] = {}
-        self._finished_lately: OrderedDict[str, None] = OrderedDict()
+        # Runs that ended here lately, with the terminal state this runner wrote (``None``:
+        # the row said it had ended, but not through our write).
+        self._finished_lately: OrderedDict[str, RunState | None] = OrderedDict()
+        self._written: dict[str, RunState] = {}
         # Outcomes a flow reached that are not yet durable (their write kept failing): kept so
         # that whoever writes next (the worker's retries, the hand-back, the dispatcher's repair
         # of a run left running under this owner) writes the outcome, not a re-execution.
@@ -514,6 +517,9 @@ class LocalRunner:
 
     async def _claim_round(self, nursery: trio.Nursery) -> None:
         now = self._clock.now_ms()
+        # The runs to claim this round, claimed together below: their claims share the run
+        # store's transactions (group commit) instead of taking one each, in turn.
+        planned: list[tuple[RunRow, int, LivenessEvidence | None]] = []
         for row in await self._candidates(now):
             if row.flow_id not in self._flows or row.run_id in self._workers:
                 continue
@@ -529,7 +535,7 @@ class LocalRunner:
                     self._wake.set()
                 continue
             cancel_only = row.cancel_requested_at_ms is not None
-            if not cancel_only and len(self._workers) >= self._concurrency:
+            if not cancel_only and len(self._workers) + len(planned) >= self._concurrency:
                 continue
             if row.status == "running" and row.owner == self._owner:
                 # Ours, stale, and no worker of ours executes it (one whose last writes failed
@@ -545,21 +551,34 @@ class LocalRunner:
                 evidence = await probe(row.owner, self._owner, now)
                 if evidence is None:
                     continue  # the owner is (or may be) alive: leave it alone
-            taken = await self._claim_and_own(row, now, evidence)
-            if taken is None:
+            planned.append((row, now, evidence))
+        if not planned:
+            return
+        taken: list[RunRow | None] = [None] * len(planned)
+
+        async def claim(index: int, row: RunRow, now: int, evidence: Any) -> None:
+            taken[index] = await self._claim_and_own(row, now, evidence)
+
+        if len(planned) == 1:
+            await claim(0, *planned[0])
+        else:
+            async with trio.open_nursery() as claims:
+                for index, (row, now, evidence) in enumerate(planned):
+                    claims.start_soon(claim, index, row, now, evidence)
+        for (candidate, _, _), got in zip(planned, taken, strict=True):
+            if got is None:
                 continue
-            if row.status == "running":  # the candidate, not ``taken``: a claim of ours whose
-                # answer was lost comes back ``running`` under this owner, and is no takeover
+            if candidate.status == "running":  # the candidate, not ``got``: a claim of ours
+                # whose answer was lost comes back ``running`` under this owner: no takeover
                 logger.warning(
                     "local runner took over a run whose owner died",
-                    extra={"run_id": row.run_id, "previous_owner": str(row.owner)},
+                    extra={"run_id": candidate.run_id, "previous_owner": str(candidate.owner)},
                 )
-            row = taken
-            self._unconfirmed.discard(row.run_id)
+            self._unconfirmed.discard(got.run_id)
             worker = _Worker()
-            self._workers[row.run_id] = worker
+            self._workers[got.run_id] = worker
             self._running_count.set(len(self._workers))
-            nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
+            nursery.start_soon(self._work, got, worker, name=f"run {got.run_id}")
 
     async def _claim_and_own(
         self, row: RunRow, now: int, evidence: LivenessEvidence | None
@@ -693,34 +712,38 @@ class LocalRunner:
             if finished:
                 self._unsettled.pop(run_id, None)
                 self._ended(run_id)
+            self._written.pop(run_id, None)
             self._workers.pop(run_id, None)
             self._running_count.set(len(self._workers))
             self._wake.set()
 
     def _ended(self, run_id: str) -> None:
-        self._finished_lately[run_id] = None
+        self._finished_lately[run_id] = self._written.pop(run_id, None)
         while len(self._finished_lately) > _FINISHED_LATELY:
             self._finished_lately.popitem(last=False)
         waiters = self._end_waiters.pop(run_id, None)
         if waiters is not None:
             waiters.set()
 
-    async def wait_ended(self, run_id: str) -> None:
+    async def wait_ended(self, run_id: str) -> RunState | None:
         """Return once ``run_id`` has finished in this runner (:class:`RunEndSignal`).
 
         This is how a scheduler in the same process settles a run within milliseconds of its
         end instead of at its next inspection. A run this runner never executes keeps the
         caller waiting (the scheduler bounds the wait with its ``run_poll_interval``); a run
-        handed back unfinished (shutdown, a lost lease) is not an end.
+        handed back unfinished (shutdown, a lost lease) is not an end. Answers the terminal
+        state this runner wrote for it (its transition committed), or ``None`` when the run's
+        row said it had ended otherwise.
         """
         if run_id in self._finished_lately:
             await trio.lowlevel.checkpoint()
-            return
+            return self._finished_lately[run_id]
         event = self._end_waiters.get(run_id)
         if event is None:
             event = self._end_waiters[run_id] = trio.Event()
         try:
             await event.wait()
+            return self._finished_lately.get(run_id)
         finally:
             # The last waiter gone: forget the event (a later waiter makes a new one).
             if (
@@ -866,6 +889,7 @@ class LocalRunner:
             output_json=output_json,
         )
         if isinstance(outcome, Transitioned):
+            self._written[run_id] = status
             return True
         if isinstance(outcome, GuardFailed):
             # A cancel request arrived after the flow ended: a requested cancellation wins.
@@ -877,7 +901,9 @@ class LocalRunner:
                 guard=TransitionGuard(cancel_requested="present"),
                 output_json=output_json,
             )
-            return isinstance(outcome, Transitioned)
+            if isinstance(outcome, Transitioned):
+                self._written[run_id] = "cancelled"
+                return True
         return False
 
 

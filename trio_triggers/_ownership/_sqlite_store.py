@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
+from .._batching import BatchItemFailed, GroupCommit
 from .._errors import RunStoreError
 from .._migrations import Migration, owns_run_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
@@ -153,6 +154,33 @@ def _write(conn: sqlite3.Connection, old: RunRow | None, new: RunRow) -> None:
         raise sqlite3.OperationalError("the row disappeared inside its transaction")
 
 
+class _Keyed(Generic[OutcomeT]):
+    """A run's write with the run's id: a batch orders its writes by it (one run's keep their
+    order, and every process takes rows in the same order)."""
+
+    __slots__ = ("fn", "run_id")
+
+    def __init__(self, run_id: str, fn: Callable[[sqlite3.Connection], OutcomeT]) -> None:
+        self.run_id = run_id
+        self.fn = fn
+
+    def __call__(self, conn: sqlite3.Connection) -> OutcomeT:
+        return self.fn(conn)
+
+
+def _never(method: str) -> bool:
+    return False
+
+
+def _copy_failure(exc: BaseException, method: str) -> BaseException:
+    """Each caller's own error for a batch whose transaction failed (begin or commit)."""
+    if isinstance(exc, sqlite3.Error):
+        return _driver_error(method, exc)
+    if isinstance(exc, RunStoreError):
+        return RunStoreError(exc.code, method, exc.message)
+    return exc
+
+
 @final
 class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     """The SQLite :class:`~trio_triggers.RunStore`. Build it with :func:`open_sqlite_run_store`.
@@ -165,15 +193,67 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
     _migrations = RUN_MIGRATIONS
     _sql = _SQL
 
+    _group: GroupCommit | None = None
+
     async def _run(
         self, method: str, fn: Callable[[sqlite3.Connection], OutcomeT], *, write: bool
     ) -> OutcomeT:
+        if write:
+            # Writes of runs that proceed side by side (a thousand launches, claims and
+            # outcomes a second) share transactions: one COMMIT for all that arrived together.
+            group = self._group
+            if group is None:
+                group = self._group = GroupCommit(
+                    self, needs_now=_never, copy_failure=_copy_failure
+                )
+            key = fn.run_id if isinstance(fn, _Keyed) else ""
+            value: OutcomeT = await group.call(method, key, fn, None)
+            return value
+        return await self._alone(method, fn, write=write)
+
+    async def _alone(
+        self,
+        method: str,
+        fn: Callable[[sqlite3.Connection], OutcomeT],
+        *,
+        write: bool,
+        checkpoint: bool = True,
+    ) -> OutcomeT:
         try:
-            return await self._db.transaction(fn, write=write)
+            return await self._db.transaction(fn, write=write, checkpoint=checkpoint)
         except RunStoreError:
             raise
         except sqlite3.Error as exc:
             raise _driver_error(method, exc) from exc
+
+    async def _run_alone(self, method: str, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        """One write in a transaction of its own (:class:`~trio_triggers._batching.GroupCommit`:
+        a batch one of whose writes refused, or a batch of one)."""
+        return await self._alone(method, body, write=True, checkpoint=False)
+
+    async def _run_batch(
+        self,
+        bodies: Sequence[Callable[[sqlite3.Connection], Any]],
+        *,
+        hints: Sequence[object] = (),
+        now: bool = True,
+    ) -> list[Any]:
+        """The writes of a batch in order in ONE transaction, as if each had its own: each
+        reads the row (the ones before it in the batch included) and decides alone."""
+        del hints, now  # every read is a local call; the decisions take their own ``now``
+
+        def run_all(conn: sqlite3.Connection) -> list[Any]:
+            values: list[Any] = []
+            for body in bodies:
+                try:
+                    values.append(body(conn))
+                except sqlite3.Error:
+                    raise  # the whole batch fails as each call would have
+                except Exception as exc:  # a refusal: roll back, every call runs alone
+                    raise BatchItemFailed() from exc
+            return values
+
+        return await self._db.transaction(run_all, checkpoint=False)
 
     async def _atomic(
         self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
@@ -186,7 +266,7 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
                 _write(conn, row, decision.row)
             return decision.outcome
 
-        return await self._run(method, txn, write=True)
+        return await self._run(method, _Keyed(run_id, txn), write=True)
 
     async def _create(
         self,
@@ -217,13 +297,18 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
                     return Existing(row=raced)
             return decision.outcome
 
-        return await self._run("create", txn, write=True)
+        return await self._run("create", _Keyed(run_id, txn), write=True)
 
     async def _select(self, method: str, sql: str, params: Sequence[object]) -> list[RunRow]:
         def read(conn: sqlite3.Connection) -> list[RunRow]:
             return [decode_row(found, method) for found in conn.execute(sql, params).fetchall()]
 
-        return await self._run(method, read, write=False)
+        try:
+            return await self._db.statement(read)  # one SELECT: its own snapshot
+        except RunStoreError:
+            raise
+        except sqlite3.Error as exc:
+            raise _driver_error(method, exc) from exc
 
     def __repr__(self) -> str:
         return f"SqliteRunStore(path={self._db.path!r})"

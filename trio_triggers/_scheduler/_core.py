@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PRUNE_INTERVAL_MS", "Fired", "Scheduler", "end_result", "open_scheduler"]
 
+#: The longest a launch task holds its ledger record back for a claim pass in flight.
+CLAIMS_FIRST_WAIT_S = 0.25
+_TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
 logger = logging.getLogger("trio_triggers.scheduler")
 
 INSPECTION_ATTEMPTS = 4
@@ -220,6 +224,8 @@ class Scheduler:
         self._superseding: dict[tuple[str, int | None], trio.Event] = {}
         # The attention index (docs/scheduler.md, "What a tick reads"):
         self._indexed = isinstance(store, AttentionStore) and not settings.listing
+        # Records wait for a claim pass only where they would queue for its transactions.
+        self._claims_first = getattr(store, "shares_transactions", False) is True
         self._next_attention: int | None = None
         self._next_sweep_at: int | None = None
         self._more_due = False
@@ -227,6 +233,11 @@ class Scheduler:
         # Triggers with a manual fire buffered here under an overlap override: the end of the
         # held run wakes the loop for them as it does for a buffer-one trigger.
         self._wake_after_end: set[str] = set()
+        # Claim passes in flight (``_process_rows``) and the event set when there are none:
+        # launch tasks write their ledger records after the claims (see ``_after_claims``).
+        self._claiming = 0
+        self._claims_idle = trio.Event()
+        self._claims_idle.set()
         # What an application or a test waits on (docs/scheduler.md, "Waiting on a scheduler"):
         self._next_attention_value: Published[int | None] = Published(None)
         self._idle_value = Published.flag(False)
@@ -687,10 +698,20 @@ class Scheduler:
                         await self._process_row(row, next_due if collect_next_due else None)
 
         width = min(max(self._settings.concurrency, CLAIM_WIDTH), len(listing))
-        with one_exception():
-            async with trio.open_nursery() as nursery:
-                for _ in range(width):
-                    nursery.start_soon(worker)
+        if self._claims_idle.is_set():
+            self._claims_idle = trio.Event()
+        self._claiming += 1
+        try:
+            with one_exception():
+                async with trio.open_nursery() as nursery:
+                    for _ in range(width):
+                        nursery.start_soon(worker)
+        finally:
+            self._claiming -= 1
+            # Still catching up (the due read was full: the next tick follows at once): the
+            # records keep waiting for its claims too, within their bound.
+            if self._claiming == 0 and not self._more_due:
+                self._claims_idle.set()
         if collect_next_due:
             self._next_due = next_due
 
@@ -1133,6 +1154,7 @@ class Scheduler:
                 try:
                     run_id = await self._timed_start(trigger, occurrence, manual)
                     self._update(trigger.id, occurrence, run_id=run_id)
+                    await self._after_claims()
                     await self._record_launched(trigger.id, occurrence, run_id, reservation)
                     launch_recorded = True
                     if launched is not None:
@@ -1145,6 +1167,7 @@ class Scheduler:
                         # A supersede is cancelling this run; if it records ``superseded`` it
                         # cancels our scope while we wait, otherwise we settle as usual.
                         await gate.wait()
+                    await self._after_claims()
                     await self._record(end_result(trigger.id, occurrence, run_id, state))
                     completed = True
                     if (
@@ -1183,6 +1206,22 @@ class Scheduler:
                     )  # keep ownership for the next tick
                 else:
                     self._remove(trigger.id, occurrence)
+
+    async def _after_claims(self) -> None:
+        """Let a claim pass in flight finish first (at most ``CLAIMS_FIRST_WAIT_S``).
+
+        At a boundary shared by a thousand triggers, the claims of the tick and the launch
+        tasks' ``launched`` and ``completed`` records all queue for the same transactions; a
+        record written before the tick's last claim only delays that claim's launch (the
+        boundary's lateness), while a record written a few milliseconds later changes nothing
+        (the reservation holds the trigger meanwhile). So a launch task waits for the claims of
+        a pass in flight, bounded so that back-to-back ticks never hold a record back longer.
+        Only on a store whose writes share transactions (``shares_transactions``): elsewhere a
+        record does not delay a claim's commit.
+        """
+        if self._claims_first and not self._claims_idle.is_set():
+            with trio.move_on_after(CLAIMS_FIRST_WAIT_S):
+                await self._claims_idle.wait()
 
     async def _record_launched(
         self, trigger_id: str, occurrence: int, run_id: str, reservation: str
@@ -1256,22 +1295,29 @@ class Scheduler:
                 return None
             if state != "active":
                 return state
-            await self._until_next_look(run_id)
+            told = await self._until_next_look(run_id)
+            if told is not None:
+                return told  # the runner's own committed write: no inspection needed
 
-    async def _until_next_look(self, run_id: str) -> None:
-        """Wait ``run_poll_interval``, or less when the runner says the run ended."""
+    async def _until_next_look(self, run_id: str) -> RunState | None:
+        """Wait ``run_poll_interval``, or less when the runner says the run ended; answer the
+        terminal state the runner says it wrote, if it says one."""
         poll = self._settings.run_poll_interval_ms / 1000
         runner = self._runner
         if not isinstance(runner, RunEndSignal):
             await trio.sleep(poll)
-            return
+            return None
         deadline = trio.current_time() + poll
         with trio.move_on_at(deadline):
             try:
-                await runner.wait_ended(run_id)
+                told = await runner.wait_ended(run_id)
             except Exception:
                 logger.debug("A runner's wait_ended failed", exc_info=True)
                 await trio.sleep_until(deadline)
+            else:
+                if told in _TERMINAL:
+                    return told
+        return None
 
     async def _inspect_run(self, trigger: RegisteredTrigger, run_id: str) -> RunState | None:
         for k in range(INSPECTION_ATTEMPTS):

@@ -58,18 +58,22 @@ class RunEndSignal(Protocol):
     A scheduler learns how a run ended by inspecting it every ``run_poll_interval``; a runner
     that can tell when a run ends (the embedded :class:`~trio_triggers.LocalRunner` executes its
     runs in this very process) implements ``wait_ended`` as well, and the scheduler's monitor
-    then wakes as soon as the run ends and settles it within milliseconds. Inspection stays the
-    source of truth (the monitor inspects after waking, and still at least every
-    ``run_poll_interval``), so a runner that cannot tell (one in another service, or a run that
-    another process executes) simply does not implement this, and nothing else changes.
+    then wakes as soon as the run ends and settles it within milliseconds. A runner that
+    answers the terminal state it has durably written spares the monitor its inspection;
+    otherwise inspection stays the source of truth (the monitor inspects after waking, and
+    still at least every ``run_poll_interval``), so a runner that cannot tell (one in another
+    service, or a run that another process executes) simply does not implement this, and
+    nothing else changes.
     """
 
-    async def wait_ended(self, run_id: str) -> None:
+    async def wait_ended(self, run_id: str) -> RunState | None:
         """Return once ``run_id`` has reached a terminal state in this runner.
 
         May wait indefinitely for a run this runner never executes (the scheduler bounds the
-        wait); must return promptly for a run that already ended here recently. A spurious
-        return is allowed (the scheduler inspects before it believes anything).
+        wait); must return promptly for a run that already ended here recently. Answer the
+        terminal state (``completed``, ``failed``, ``cancelled``) only when this runner's own
+        write of it has committed: the scheduler then records it without inspecting. ``None``
+        (or a spurious return) is allowed: the scheduler inspects before it believes anything.
         """
         ...
 

@@ -108,6 +108,13 @@ class EngineStore:
     _clock: WallClock
     #: Whether the backend implements :meth:`_run_batch` (group commit of hot writes).
     _batching: bool = False
+
+    @property
+    def shares_transactions(self) -> bool:
+        """Whether concurrent single-trigger writes share transactions here (group commit):
+        then a scheduler keeps its ledger records out of a claim pass's transactions."""
+        return self._batching
+
     _group: GroupCommit | None = None
 
     async def _run(
