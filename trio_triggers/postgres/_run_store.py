@@ -18,11 +18,12 @@ pooled connection.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, final
 
 import psycopg
 import psycopg.errors
 
+from .._batching import BatchItemFailed, GroupCommit
 from .._errors import RunStoreError
 from .._ownership._backend import (
     HEARTBEAT_STALE_AFTER_MS,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresRunStore", "open_postgres_run_store"]
 
 OutcomeT = TypeVar("OutcomeT")
+OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
 
 _SQL = run_sql(
     param="%s",
@@ -63,16 +65,49 @@ def _driver_error(method: str, exc: BaseException) -> RunStoreError:
     return driver_error(method, exc, psycopg.IntegrityError)
 
 
-def _update_and_commit(conn: Connection, old: RunRow, new: RunRow) -> None:
-    """Write the changed columns and COMMIT in one round trip (pipeline mode)."""
+def _update_and_commit(conn: Connection, old: RunRow, new: RunRow, *, commit: bool) -> None:
+    """Write the changed columns, and COMMIT in the same round trip (pipeline mode) when the
+    write has the transaction to itself (``commit``); in a batch the batch commits."""
     changed, values = changed_columns(old, new)
     if not changed:
         return
     with conn.pipeline():
         cursor = conn.execute(_SQL.update(changed), (*values, new.run_id))
-        conn.commit()
+        if commit:
+            conn.commit()
     if cursor.rowcount != 1:  # impossible under the row lock; it changed nothing, so say so
         raise psycopg.OperationalError("the row disappeared inside its transaction")
+
+
+class _WriteFn(Protocol[OutcomeT_co]):
+    def __call__(self, conn: Connection, *, commit: bool) -> OutcomeT_co: ...
+
+
+class _Write(Generic[OutcomeT]):
+    """A run's write with the run's id (a batch orders its writes, and so its row locks, by
+    it); ``commit`` says whether it has the transaction to itself."""
+
+    __slots__ = ("fn", "run_id")
+
+    def __init__(self, run_id: str, fn: _WriteFn[OutcomeT]) -> None:
+        self.run_id = run_id
+        self.fn = fn
+
+    def __call__(self, conn: Connection, *, commit: bool) -> OutcomeT:
+        return self.fn(conn, commit=commit)
+
+
+def _never(method: str) -> bool:
+    return False
+
+
+def _copy_failure(exc: BaseException, method: str) -> BaseException:
+    """Each caller's own error for a batch whose transaction failed."""
+    if isinstance(exc, (psycopg.Error, ValueError, OverflowError)):
+        return _driver_error(method, exc)
+    if isinstance(exc, RunStoreError):
+        return RunStoreError(exc.code, method, exc.message)
+    return exc
 
 
 @final
@@ -91,6 +126,8 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
     # A MigrationError, or the pool failing underneath it.
     _migration_errors = (Exception,)
 
+    _group: GroupCommit | None = None
+
     async def _run(self, method: str, fn: Callable[[Connection], OutcomeT]) -> OutcomeT:
         try:
             return await self._db.transaction(fn)
@@ -99,20 +136,52 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
         except (psycopg.Error, ValueError, OverflowError) as exc:
             raise _driver_error(method, exc) from exc
 
+    async def _write(self, method: str, write: _Write[OutcomeT]) -> OutcomeT:
+        """A run's write, sharing a transaction with the writes that arrive alongside it."""
+        group = self._group
+        if group is None:
+            group = self._group = GroupCommit(self, needs_now=_never, copy_failure=_copy_failure)
+        value: OutcomeT = await group.call(method, write.run_id, write, None)
+        return value
+
+    async def _run_alone(self, method: str, body: _Write[Any]) -> Any:
+        """One write in a transaction of its own (it commits with its last statement)."""
+        return await self._run(method, lambda conn: body(conn, commit=True))
+
+    async def _run_batch(
+        self, bodies: Sequence[_Write[Any]], *, hints: Sequence[object] = (), now: bool = True
+    ) -> list[Any]:
+        """The writes of a batch in order in ONE transaction (its rows locked in run-id
+        order, so two processes' batches cannot deadlock), as if each had its own."""
+        del hints, now
+
+        def run_all(conn: Connection) -> list[Any]:
+            values: list[Any] = []
+            for body in bodies:
+                try:
+                    values.append(body(conn, commit=False))
+                except psycopg.Error:
+                    raise  # the transaction is aborted: the whole batch fails
+                except Exception as exc:  # a refusal: roll back, every write runs alone
+                    raise BatchItemFailed() from exc
+            return values
+
+        return await self._db.transaction(run_all)
+
     async def _atomic(
         self, method: str, run_id: str, decide: Callable[[RunRow | None], Decision[OutcomeT]]
     ) -> OutcomeT:
-        def txn(conn: Connection) -> OutcomeT:
+        def txn(conn: Connection, *, commit: bool) -> OutcomeT:
             found = conn.execute(_SQL.lock_one, (run_id,)).fetchone()
             row = None if found is None else decode_row(found, method)
             decision = decide(row)
             if decision.row is not None:
                 if row is None:  # pragma: no cover - decisions never create rows
                     raise AssertionError("a decision tried to create a row")
-                _update_and_commit(conn, row, decision.row)
+                _update_and_commit(conn, row, decision.row, commit=commit)
             return decision.outcome
 
-        return await self._run(method, txn)
+        return await self._write(method, _Write(run_id, txn))
 
     async def _create(
         self,
@@ -126,7 +195,7 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
             found = conn.execute(_SQL.select_key, (idempotency_key,)).fetchone()
             return None if found is None else decode_row(found, "create")
 
-        def txn(conn: Connection) -> Created | Existing:
+        def txn(conn: Connection, *, commit: bool) -> Created | Existing:
             with conn.pipeline():  # both lookups in one round trip
                 keyed = (
                     None
@@ -142,7 +211,8 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
             if decision.row is not None:
                 with conn.pipeline():  # the insert and COMMIT in one round trip
                     cursor = conn.execute(_SQL.insert, insert_values(decision.row))
-                    conn.commit()
+                    if commit:
+                        conn.commit()
                 if cursor.rowcount == 0:
                     # A racing create committed the key first (the insert waited for it): report
                     # its row, never the key's unique violation.
@@ -152,7 +222,7 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
                     return Existing(row=raced)
             return decision.outcome
 
-        return await self._run("create", txn)
+        return await self._write("create", _Write(run_id, txn))
 
     async def _select(self, method: str, sql: str, params: Sequence[object]) -> list[RunRow]:
         def read(conn: Connection) -> list[RunRow]:
