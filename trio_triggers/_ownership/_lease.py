@@ -163,11 +163,19 @@ class _Heartbeat:
         self._on_lapse = on_lapse
         self._interval_s = pulse_interval_ms(_stale_after_ms(run_store)) / 1000
 
-    async def run(self) -> NoReturn:
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
+    async def run(self, *, first_pulse_now: bool = False) -> NoReturn:
         """Run the pulses and the deadline in one nursery until one of them ends. The first to
         end records why and cancels the other; that reason is raised bare once the nursery has
-        closed, so a caller never meets an ``ExceptionGroup``."""
+        closed, so a caller never meets an ``ExceptionGroup``.
+
+        ``first_pulse_now``: the caller has already waited out the first interval (``hold_lease``
+        starts the loop only then), so the first pulse is due at once."""
         state = self._state
+        pulses = self._pulses_now if first_pulse_now else self._pulses
         try:
             async with trio.open_nursery() as nursery:
 
@@ -179,7 +187,7 @@ class _Heartbeat:
                             state.ended = exc
                         nursery.cancel_scope.cancel()
 
-                nursery.start_soon(run, self._pulses)
+                nursery.start_soon(run, pulses)
                 nursery.start_soon(run, self._deadline)
         except BaseExceptionGroup as group:
             cancelled = only_cancelled(group)
@@ -194,13 +202,18 @@ class _Heartbeat:
     async def _pulses(self) -> None:
         """Renew the stamp every interval; a stamp already past the write tolerance is settled
         by :meth:`_expire` instead, never by one more plain heartbeat."""
+        await trio.sleep(self._interval_s)
+        await self._pulses_now()
+
+    async def _pulses_now(self) -> None:
+        """:meth:`_pulses` with its first interval already waited out."""
         while True:
-            await trio.sleep(self._interval_s)
             now = self._clock.now_ms()
             if now - self._state.last_confirmed_ms >= _T:
                 await self._expire()
-                continue
-            await self._pulse(now)
+            else:
+                await self._pulse(now)
+            await trio.sleep(self._interval_s)
 
     async def _pulse(self, now: int) -> None:
         """One heartbeat write. A store error is tolerated (logged once per failing spell): the
@@ -382,7 +395,11 @@ async def hold_lease(
     async def supervisor() -> None:
         nonlocal loop_exc
         try:
-            await heartbeat.run()
+            # Nothing of the loop acts before its first pulse (the deadline's first look is at
+            # the same instant), so it starts only then: a run shorter than an interval, the
+            # common case at a thousand runs a second, never builds its tasks at all.
+            await trio.sleep(heartbeat.interval_s)
+            await heartbeat.run(first_pulse_now=True)
         except Exception as exc:
             loop_exc = exc
             body_scope.cancel()
