@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Sequence
 
-__all__ = ["BatchItemFailed", "BatchingStore", "GroupCommit"]
+__all__ = ["BatchItemFailed", "BatchingStore", "GroupCommit", "never_needs_now", "run_each"]
 
 
 class BatchItemFailed(Exception):
@@ -195,3 +195,30 @@ class GroupCommit:
                 item.value = await store._run_alone(item.method, item.body)
             except BaseException as exc:
                 item.error = exc
+
+
+def never_needs_now(method: str) -> bool:
+    """``needs_now`` of a store whose writes take their own clock readings (the run stores)."""
+    return False
+
+
+def run_each(
+    bodies: Sequence[Any],
+    call: Callable[[Any], Any],
+    database_errors: type[BaseException] | tuple[type[BaseException], ...],
+) -> builtins.list[Any]:
+    """``call(body)`` for each body of a batch, in order, on its one open transaction.
+
+    The driver's ``database_errors`` propagate (the whole batch fails as each call would have);
+    any other exception is a refusal: :class:`BatchItemFailed`, so the batch rolls back and
+    every call runs alone.
+    """
+    values: builtins.list[Any] = []
+    for body in bodies:
+        try:
+            values.append(call(body))
+        except database_errors:
+            raise
+        except Exception as exc:
+            raise BatchItemFailed() from exc
+    return values

@@ -18,7 +18,7 @@ import sqlite3
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
-from .._batching import BatchItemFailed, GroupCommit
+from .._batching import GroupCommit, never_needs_now, run_each
 from .._errors import RunStoreError
 from .._migrations import Migration, owns_run_migration
 from .._sqlite import BUSY_WAIT_S, SqliteDatabase, Synchronous
@@ -168,10 +168,6 @@ class _Keyed(Generic[OutcomeT]):
         return self.fn(conn)
 
 
-def _never(method: str) -> bool:
-    return False
-
-
 def _copy_failure(exc: BaseException, method: str) -> BaseException:
     """Each caller's own error for a batch whose transaction failed (begin or commit)."""
     if isinstance(exc, sqlite3.Error):
@@ -204,7 +200,7 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
             group = self._group
             if group is None:
                 group = self._group = GroupCommit(
-                    self, needs_now=_never, copy_failure=_copy_failure
+                    self, needs_now=never_needs_now, copy_failure=_copy_failure
                 )
             key = fn.run_id if isinstance(fn, _Keyed) else ""
             value: OutcomeT = await group.call(method, key, fn, None)
@@ -243,15 +239,7 @@ class SqliteRunStore(SqlRunStore[SqliteDatabase]):
         del hints, now  # every read is a local call; the decisions take their own ``now``
 
         def run_all(conn: sqlite3.Connection) -> list[Any]:
-            values: list[Any] = []
-            for body in bodies:
-                try:
-                    values.append(body(conn))
-                except sqlite3.Error:
-                    raise  # the whole batch fails as each call would have
-                except Exception as exc:  # a refusal: roll back, every call runs alone
-                    raise BatchItemFailed() from exc
-            return values
+            return run_each(bodies, lambda body: body(conn), sqlite3.Error)
 
         return await self._db.transaction(run_all, checkpoint=False)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, final
 import psycopg
 import psycopg.errors
 
-from .._batching import BatchItemFailed, GroupCommit
+from .._batching import GroupCommit, never_needs_now, run_each
 from .._errors import RunStoreError
 from .._ownership._backend import (
     HEARTBEAT_STALE_AFTER_MS,
@@ -107,10 +107,6 @@ class _Write(Generic[OutcomeT]):
         return self.fn(conn, commit=commit, locked=locked)
 
 
-def _never(method: str) -> bool:
-    return False
-
-
 def _copy_failure(exc: BaseException, method: str) -> BaseException:
     """Each caller's own error for a batch whose transaction failed."""
     if isinstance(exc, (psycopg.Error, ValueError, OverflowError)):
@@ -150,7 +146,9 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
         """A run's write, sharing a transaction with the writes that arrive alongside it."""
         group = self._group
         if group is None:
-            group = self._group = GroupCommit(self, needs_now=_never, copy_failure=_copy_failure)
+            group = self._group = GroupCommit(
+                self, needs_now=never_needs_now, copy_failure=_copy_failure
+            )
         value: OutcomeT = await group.call(method, write.run_id, write, None)
         return value
 
@@ -170,15 +168,9 @@ class PostgresRunStore(SqlRunStore[PostgresDatabase]):
             # instead of one ``SELECT ... FOR UPDATE`` per write.
             ids = sorted({body.run_id for body in bodies})
             locked = {found[0]: found for found in conn.execute(_LOCK_MANY, (ids,)).fetchall()}
-            values: list[Any] = []
-            for body in bodies:
-                try:
-                    values.append(body(conn, commit=False, locked=locked))
-                except psycopg.Error:
-                    raise  # the transaction is aborted: the whole batch fails
-                except Exception as exc:  # a refusal: roll back, every write runs alone
-                    raise BatchItemFailed() from exc
-            return values
+            return run_each(
+                bodies, lambda body: body(conn, commit=False, locked=locked), psycopg.Error
+            )
 
         return await self._db.transaction(run_all)
 
