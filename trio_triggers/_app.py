@@ -260,6 +260,10 @@ class Triggers:
         catch_up: CatchUp = "none",
         max_catch_up: int = 0,
         enabled: bool = True,
+        jitter: float | datetime.timedelta = 0,
+        start_at: datetime.datetime | str | int | None = None,
+        end_at: datetime.datetime | str | int | None = None,
+        pause_after_failures: int | None = None,
     ) -> RegisteredTrigger:
         """Register (or update) a trigger of ``flow`` (a flow name or a registered function).
 
@@ -289,6 +293,10 @@ class Triggers:
                 "catch_up": catch_up,
                 "max_catch_up": max_catch_up,
                 "enabled": enabled,
+                "jitter": jitter,
+                "start_at": start_at,
+                "end_at": end_at,
+                "pause_after_failures": pause_after_failures,
             }
         )
         return await self._store.register(trigger)

@@ -9,13 +9,15 @@ parse the cron with its timezone so a declaration that can never fire is refused
 
 from __future__ import annotations
 
+import datetime
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
 
-from ._constants import MAX_OCCURRENCES
+from ._constants import MAX_OCCURRENCES, is_safe_integer
 from ._cron import _DOM, _DOW, Cron, _parse_field
 from ._errors import TriggerError
 from ._json import JsonValue, JsonValueError, copy_json
@@ -40,6 +42,10 @@ _OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer-one", "supersede")
 _CATCH_UPS: tuple[CatchUp, ...] = ("none", "one", "all")
 _MAX_DETAIL = 512
 _MISSING = object()
+#: The largest ``jitter`` (seconds): a day. A larger spread is a mistake, not a schedule.
+MAX_JITTER_S = 86_400
+#: The largest ``pause_after_failures``.
+MAX_PAUSE_AFTER_FAILURES = 1000
 
 
 class Schedule(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +82,19 @@ class Trigger(msgspec.Struct, frozen=True, kw_only=True):
     catch_up: CatchUp = "none"
     max_catch_up: int = 0
     enabled: bool = True
+    #: The most a launch is delayed after its boundary, in seconds (``docs/declarations.md``,
+    #: "Jitter, windows and pausing after failures"); 0: launched at the boundary.
+    jitter: float = 0.0
+    #: The window of owed boundaries, epoch ms, both ends inclusive; ``None``: unbounded.
+    start_at: int | None = None
+    end_at: int | None = None
+    #: Pause the trigger when this many runs in a row are recorded ``failed``; ``None``: never.
+    pause_after_failures: int | None = None
+
+    @property
+    def jitter_ms(self) -> int:
+        """``jitter`` in whole milliseconds."""
+        return round(self.jitter * 1000)
 
     @property
     def schedule(self) -> Schedule:
@@ -152,6 +171,8 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     occurrence at or before it is owed. ``removed_at`` is when ``remove`` retired it (it is
     then disabled; a registration that enables it again clears the mark). ``backfill`` is
     the trigger's latest backfill (running, done or cancelled; ``None`` if it never had one).
+    ``consecutive_failures`` counts the runs recorded ``failed`` since the last ``completed``
+    one (or the last resume).
     """
 
     revision: int
@@ -160,6 +181,9 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
     resume_after: int | None = None
     removed_at: int | None = None
     backfill: Backfill | None = None
+    #: How many runs in a row were recorded ``failed`` (a ``completed`` run and a ``resume``
+    #: set it back to 0); ``pause_after_failures`` pauses the trigger when it reaches that.
+    consecutive_failures: int = 0
 
     @property
     def schedulable(self) -> bool:
@@ -185,6 +209,10 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
             catch_up=trigger.catch_up,
             max_catch_up=trigger.max_catch_up,
             enabled=trigger.enabled,
+            jitter=trigger.jitter,
+            start_at=trigger.start_at,
+            end_at=trigger.end_at,
+            pause_after_failures=trigger.pause_after_failures,
             revision=revision,
             last_fired_at=last_fired_at,
         )
@@ -202,6 +230,10 @@ class RegisteredTrigger(Trigger, frozen=True, kw_only=True):
             catch_up=self.catch_up,
             max_catch_up=self.max_catch_up,
             enabled=self.enabled,
+            jitter=self.jitter,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            pause_after_failures=self.pause_after_failures,
         )
 
 
@@ -288,6 +320,61 @@ def _flag(path: str, value: object) -> bool:
     return bool(value)
 
 
+def _jitter(path: str, value: object) -> float:
+    """Seconds (``int``, ``float`` or ``timedelta``) from 0 to a day, kept to whole ms."""
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise _Invalid(path, "expected a number of seconds")
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_JITTER_S:
+        raise _Invalid(path, f"expected a number of seconds from 0 to {MAX_JITTER_S}")
+    return round(seconds * 1000) / 1000
+
+
+def instant_ms(value: object) -> int | None:
+    """An instant as epoch ms: a safe integer (epoch ms), an aware ``datetime`` or RFC 3339
+    text with an offset (``2026-01-01T00:00:00Z``); ``None`` for anything else."""
+    if is_safe_integer(value):
+        return int(value)
+    when: datetime.datetime
+    if isinstance(value, datetime.datetime):
+        when = value
+    elif isinstance(value, str) and value.isascii():
+        try:
+            when = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    if when.tzinfo is None or when.utcoffset() is None:
+        return None  # a local time names no instant
+    delta = when - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _instant(path: str, value: object) -> int | None:
+    if value is None:
+        return None
+    found = instant_ms(value)
+    if found is None:
+        raise _Invalid(
+            path, "expected an RFC 3339 date-time with an offset, an aware datetime or epoch ms"
+        )
+    return found
+
+
+def _failures(path: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(path, f"expected null or an integer from 1 to {MAX_PAUSE_AFTER_FAILURES}")
+    if not 1 <= value <= MAX_PAUSE_AFTER_FAILURES:
+        raise _Invalid(path, f"expected null or an integer from 1 to {MAX_PAUSE_AFTER_FAILURES}")
+    return int(value)
+
+
 def _json_input(path: str, value: object) -> JsonValue:
     try:
         return copy_json(value)
@@ -310,6 +397,10 @@ _TRIGGER_FIELDS: tuple[tuple[str, object, object], ...] = (
     ("input", _json_input, _MISSING),
     *_SCHEDULE_FIELDS,
     ("enabled", _flag, True),
+    ("jitter", _jitter, 0.0),
+    ("start_at", _instant, None),
+    ("end_at", _instant, None),
+    ("pause_after_failures", _failures, None),
 )
 
 
@@ -342,6 +433,9 @@ def _decode_fields(
             decoded[name] = default
             continue
         decoded[name] = check(name, value)  # type: ignore[operator]
+    start, end = decoded.get("start_at"), decoded.get("end_at")
+    if isinstance(start, int) and isinstance(end, int) and end < start:
+        raise _Invalid("end_at", "must not be before start_at")
     return decoded
 
 

@@ -7,6 +7,7 @@ dashboard readers and the tests all get the same answer for the same inputs.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from typing import TYPE_CHECKING, Literal
 
@@ -15,6 +16,7 @@ import msgspec
 from ._constants import MISSED_COUNT_LIMIT, NEXT_OCCURRENCE_COUNT, is_safe_integer
 from ._cron import Cron
 from ._errors import TriggerError
+from ._identities import idempotency_key
 
 if TYPE_CHECKING:
     from ._declarations import CatchUp, Overlap, RegisteredTrigger, Schedule, Trigger
@@ -24,6 +26,9 @@ __all__ = [
     "OverlapDecision",
     "catch_up_occurrences",
     "due_occurrences",
+    "jitter_delay",
+    "launch_at",
+    "next_launches",
     "next_occurrences",
     "overlap_decision",
     "pending_after",
@@ -95,6 +100,58 @@ def catch_up_occurrences(
     if len(missed) > max_catch_up:
         raise _bound_exceeded(len(missed), max_catch_up)
     return missed
+
+
+def jitter_delay(trigger_id: str, occurrence: int, jitter_ms: int, following: int | None) -> int:
+    """How long after ``occurrence`` its launch waits, in ms: in ``[0, jitter_ms)``.
+
+    Derived from the occurrence's idempotency key alone (a BLAKE2b hash of it as a fraction
+    of ``jitter_ms``), so every scheduler process computes the same delay for the same
+    occurrence, and capped so the launch stays strictly before ``following`` (the schedule's
+    next boundary; ``None``: there is none). 0 when ``jitter_ms`` is 0.
+    """
+    if jitter_ms <= 0:
+        return 0
+    digest = hashlib.blake2b(
+        idempotency_key(trigger_id, occurrence).encode("utf-8", "surrogatepass"), digest_size=8
+    ).digest()
+    delay = int.from_bytes(digest, "big") * jitter_ms >> 64
+    if following is not None:
+        delay = min(delay, following - occurrence - 1)
+    return max(delay, 0)
+
+
+def launch_at(trigger_id: str, jitter_ms: int, cron: Cron, occurrence: int) -> int:
+    """The earliest instant ``occurrence`` of the trigger is launched: the boundary plus its
+    :func:`jitter_delay` (the boundary itself without jitter)."""
+    if jitter_ms <= 0:
+        return occurrence
+    try:
+        following: int | None = cron.next(occurrence)
+    except TriggerError:
+        following = None
+    return occurrence + jitter_delay(trigger_id, occurrence, jitter_ms, following)
+
+
+def horizon(trigger: Trigger, cron: Cron, now: int) -> int:
+    """The instant up to which a trigger's boundaries are due at ``now``.
+
+    ``now`` itself, but never past ``end_at`` (a later boundary is never owed), and, under
+    jitter, just before the latest boundary while that boundary's launch instant is still
+    ahead (every earlier boundary's launch is before it: :func:`jitter_delay` caps it).
+    """
+    limit = now if trigger.end_at is None else min(now, trigger.end_at)
+    jitter_ms = trigger.jitter_ms
+    if jitter_ms > 0:
+        latest = cron.previous_at_or_before(limit)
+        if launch_at(trigger.id, jitter_ms, cron, latest) > now:
+            limit = latest - 1
+    return limit
+
+
+def window_floor(trigger: Trigger) -> int | None:
+    """The watermark no boundary before ``start_at`` can be owed from (``start_at - 1``)."""
+    return None if trigger.start_at is None else trigger.start_at - 1
 
 
 class DueOccurrences(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,17 +232,36 @@ def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) 
 
     A trigger resumed from ``"now"`` owes nothing at or before its ``resume_after``: that point
     acts as a watermark no scheduler's own can be behind, whatever it saw before the pause.
+
+    A window (``start_at``/``end_at``) and jitter move only what is due: no boundary before
+    ``start_at`` or after ``end_at`` is owed or counted, and a boundary is due at its launch
+    instant (:func:`horizon`). Without them the answer is the same as before they existed.
     """
     cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+    # A first sight owes nothing at or before itself: the boundary instant counts there, not
+    # its launch (as the indexed tick's registration instant does), so the two ticks agree.
+    sighted = now if trigger.end_at is None else min(now, trigger.end_at)
+    now = horizon(trigger, cron, now)
     current = cron.previous_at_or_before(now)
     floor = trigger.resume_after
     if floor is not None and observed is not None and observed < floor:
         observed = floor
+    start = window_floor(trigger)
+    if start is not None:
+        # Before the window nothing is owed, so nothing there is counted as given up either:
+        # the window's start is a watermark no scheduler's own can be behind.
+        if observed is not None and observed < start:
+            observed = start
+        if observed is None and (trigger.last_fired_at is not None or floor is not None):
+            floor = start if floor is None else max(floor, start)
     if observed is None:
         last = trigger.last_fired_at
         if floor is not None and (last is None or last < floor):
             last = floor
-        if last is None or current <= last:
+        if last is None:
+            seen = current if sighted == now else cron.previous_at_or_before(sighted)
+            return DueOccurrences(occurrences=[], watermark=seen)
+        if current <= last:
             return DueOccurrences(occurrences=[], watermark=current)
         owed, abandoned = _within_bound(trigger, last, now, cron)
         if not owed or owed[-1] != current:
@@ -215,12 +291,48 @@ def due_occurrences(trigger: RegisteredTrigger, now: int, observed: int | None) 
     )
 
 
+def next_launches(
+    trigger: Trigger, now: int, count: int = NEXT_OCCURRENCE_COUNT
+) -> list[tuple[int, int]]:
+    """The trigger's next ``count`` owed boundaries whose launch is after ``now``, each with
+    its launch instant: ``(occurrence, launch_at)``. A boundary already passed whose jittered
+    launch is still ahead comes first; none after ``end_at``, none before ``start_at``."""
+    cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
+    jitter_ms = trigger.jitter_ms
+    found: list[tuple[int, int]] = []
+    cursor = now
+    if jitter_ms > 0:
+        latest = cron.previous_at_or_before(now)
+        if launch_at(trigger.id, jitter_ms, cron, latest) > now:
+            cursor = latest - 1
+    if trigger.start_at is not None and cursor < trigger.start_at - 1:
+        cursor = trigger.start_at - 1
+    while len(found) < count:
+        try:
+            cursor = cron.next(cursor)
+        except TriggerError:
+            break
+        if trigger.end_at is not None and cursor > trigger.end_at:
+            break
+        found.append((cursor, launch_at(trigger.id, jitter_ms, cron, cursor)))
+    return found
+
+
 def next_occurrences(trigger: Trigger | Schedule, now: int) -> list[int]:
-    """The next ``NEXT_OCCURRENCE_COUNT`` (5) occurrences strictly after ``now`` (§14.1)."""
+    """The next ``NEXT_OCCURRENCE_COUNT`` (5) occurrences strictly after ``now`` (§14.1).
+
+    A trigger's window bounds them: none before ``start_at``, none after ``end_at`` (then
+    there may be fewer than five, or none)."""
     cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
     found: list[int] = []
     cursor = now
+    start = getattr(trigger, "start_at", None)
+    end = getattr(trigger, "end_at", None)
+    if start is not None and cursor < start - 1:
+        cursor = start - 1
     for _ in range(NEXT_OCCURRENCE_COUNT):
         cursor = cron.next(cursor)
+        if end is not None and cursor > end:
+            break
         found.append(cursor)
     return found

@@ -35,6 +35,7 @@ async def migrate_both(dsn: str) -> None:
             "0007_missed_counts",
             "0008_backfills",
             "0009_manual_fires",
+            "0010_trigger_failure_fields",
         ]
         assert await db.migrate(RUN_MIGRATIONS, owns=owns_run_migration) == [
             "runs_0001_tt_runs",

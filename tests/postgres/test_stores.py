@@ -175,6 +175,7 @@ async def test_stores_opening_together_migrate_once(postgres_dsn: str) -> None:
         ("0007_missed_counts",),
         ("0008_backfills",),
         ("0009_manual_fires",),
+        ("0010_trigger_failure_fields",),
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
         ("runs_0003_output",),

@@ -70,7 +70,8 @@ _TRIGGER_COLUMNS = (
     "paused_at_ms, pause_note, paused_by, resume_after_ms, removed_at_ms, "
     "missed_overlap, missed_catch_up, missed_catch_up_bound, missed_paused, "
     "backfill_start_ms, backfill_end_ms, backfill_next_ms, backfill_total, backfill_done, "
-    "backfill_bound, backfill_overlap, backfill_state, backfill_created_at_ms, backfill_by"
+    "backfill_bound, backfill_overlap, backfill_state, backfill_created_at_ms, backfill_by, "
+    "jitter_ms, start_at_ms, end_at_ms, pause_after_failures, consecutive_failures"
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -40,6 +40,7 @@ NAMES = [
     "0007_missed_counts",
     "0008_backfills",
     "0009_manual_fires",
+    "0010_trigger_failure_fields",
 ]
 
 

@@ -32,7 +32,7 @@ from .._cron import Cron
 from .._errors import TriggerError, describe_error
 from .._groups import one_exception
 from .._identities import idempotency_key, is_reservation, iso, reservation_occurrence
-from .._policies import DueOccurrences, due_occurrences
+from .._policies import DueOccurrences, due_occurrences, next_launches
 from .._store._models import (
     Claim,
     ClaimAction,
@@ -424,7 +424,15 @@ class Scheduler:
 
     # ------------------------------------------------------------------ helpers (§12.4)
 
-    async def _record(self, result: Result) -> None:
+    async def _record(self, result: Result, trigger: RegisteredTrigger | None = None) -> None:
+        if (
+            trigger is not None
+            and trigger.pause_after_failures is not None
+            and result.outcome == "failed"
+            and result.by is None
+        ):
+            # Who records it, should this failure pause the trigger (pause_after_failures).
+            result = msgspec.structs.replace(result, by=f"scheduler {self._settings.host}")
         await self._store.record_result(result)
         instrument.add_counter(instrument.FIRES, 1, {"outcome": result.outcome})
 
@@ -759,6 +767,11 @@ class Scheduler:
         # expression, and ``Cron.parse`` answers from the package's one cache of parsed crons.)
         now = self._clock.now_ms()
         try:
+            if trigger.jitter_ms or trigger.start_at is not None or trigger.end_at is not None:
+                # Jitter and the window: the next launch instant (docs/declarations.md,
+                # "Jitter, windows and pausing after failures").
+                launches = next_launches(trigger, now, count=1)
+                return launches[0][1] if launches else None
             upcoming = Cron.parse(trigger.cron, trigger.timezone, now=now).next(now)
         except TriggerError:
             return None
@@ -1168,7 +1181,7 @@ class Scheduler:
                         # cancels our scope while we wait, otherwise we settle as usual.
                         await gate.wait()
                     await self._after_claims()
-                    await self._record(end_result(trigger.id, occurrence, run_id, state))
+                    await self._record(end_result(trigger.id, occurrence, run_id, state), trigger)
                     completed = True
                     if (
                         trigger.overlap == "buffer-one"
@@ -1419,7 +1432,8 @@ class Scheduler:
                     outcome="failed",
                     error=err.message,
                     run_id=reservation,
-                )
+                ),
+                trigger,
             ),
             lambda held: held.active_run_id != reservation,
             trigger.id,

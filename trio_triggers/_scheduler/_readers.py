@@ -52,6 +52,14 @@ class TriggerSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     """When ``remove`` retired it (``None`` unless removed; it is then disabled too)."""
     backfill: Backfill | None = None
     """Its latest backfill (running, done or cancelled; ``None`` if it never had one)."""
+    jitter: float | None = None
+    """Seconds each launch may wait after its boundary (``None``: no jitter)."""
+    start_at: int | None = None
+    end_at: int | None = None
+    """Its window of owed boundaries, both ends included (``None``: unbounded)."""
+    pause_after_failures: int | None = None
+    consecutive_failures: int = 0
+    """Its failed runs in a row (``pause_after_failures`` pauses it when they reach it)."""
 
 
 async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummary]:
@@ -91,6 +99,11 @@ async def summaries(store: TriggerStore, clock: WallClock) -> list[TriggerSummar
                     paused=trigger.paused,
                     removed_at=trigger.removed_at,
                     backfill=trigger.backfill,
+                    jitter=trigger.jitter or None,
+                    start_at=trigger.start_at,
+                    end_at=trigger.end_at,
+                    pause_after_failures=trigger.pause_after_failures,
+                    consecutive_failures=trigger.consecutive_failures,
                 )
             )
         return answer

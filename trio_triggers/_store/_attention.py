@@ -11,8 +11,10 @@ attention at the earliest of:
   already taken care of: the fire cursor (``last_fired_at_ms``), or the occurrence of the
   reservation that holds it (claimed, its launch in flight; a manual fire's is no base), or,
   for a trigger that has never fired, the instant it was registered (``registered_at_ms``),
-  and never before the point a ``resume`` from now skipped to (``resume_after_ms``). Only
-  while enabled and not paused;
+  and never before the point a ``resume`` from now skipped to (``resume_after_ms``) or the
+  window's start (``start_at_ms``); none past the window's end (``end_at_ms``). Under jitter
+  the boundary's launch instant (``jitter_ms``), not the boundary. Only while enabled and not
+  paused;
 * **its pending occurrence**, when it can be resumed: the slot is set and nothing holds the
   trigger (or the policy is ``supersede``, which displaces the holder). Only while enabled and
   not paused;
@@ -39,6 +41,7 @@ from .._constants import MAX_SAFE_INTEGER, RESERVATION_LEASE_MS
 from .._cron import Cron
 from .._errors import TriggerError
 from .._identities import is_manual_reservation, is_reservation, reservation_occurrence
+from .._policies import launch_at
 from ._models import Listed
 
 __all__ = ["UNKNOWN", "AttentionInputs", "DueRow", "attention_at", "parsed_cron"]
@@ -70,6 +73,10 @@ class AttentionInputs(msgspec.Struct, frozen=True, kw_only=True):
     paused: bool = False
     resume_after: int | None = None
     backfill_next: int | None = None
+    trigger_id: str = ""
+    jitter_ms: int = 0
+    start_at: int | None = None
+    end_at: int | None = None
 
 
 def parsed_cron(expression: str, timezone: str | None) -> Cron | None:
@@ -119,7 +126,13 @@ def attention_at(row: AttentionInputs) -> int | None:
             try:
                 if cron is None:
                     raise TriggerError("invalid_cron", "unparseable")
-                candidates.append(cron.next(base))
+                # The window: nothing before start_at is owed, nothing after end_at (then the
+                # row has no next boundary at all). Jitter: the boundary is due at its launch.
+                if row.start_at is not None and base < row.start_at - 1:
+                    base = row.start_at - 1
+                following = cron.next(base)
+                if row.end_at is None or following <= row.end_at:
+                    candidates.append(launch_at(row.trigger_id, row.jitter_ms, cron, following))
             except TriggerError:
                 # A row whose schedule cannot be evaluated is looked at by every tick, which
                 # logs why (as the listing tick did); it never silently disappears.

@@ -34,6 +34,8 @@ from ._backfill import (
 )
 from ._codec import (
     ATTENTION_COLUMNS,
+    EXTRA_AT,
+    EXTRA_COLUMNS,
     EncodedTrigger,
     TriggerState,
     check_occurrence,
@@ -58,6 +60,7 @@ from ._decision import (
     LeaseHeld,
     LeaseIdle,
     ReplaceHolder,
+    SetFailures,
     SetPause,
     SetPending,
     SetRemoved,
@@ -66,6 +69,7 @@ from ._decision import (
     off_grid,
     on_grid,
     page,
+    plan_failures,
     plan_restore,
     plan_result,
     refuse_claim,
@@ -414,13 +418,26 @@ def body_claim_manual(
     ), missed
 
 
-def body_record_result(tx: StoreTx, result: Result) -> None:
+def body_record_result(tx: StoreTx, result: Result, at: int) -> None:
+    """``record_result``; ``at`` is the store's clock when ``result`` is a failure (the time
+    of the pause it may cause), else unused."""
     check_occurrence(result.occurrence)
-    for name in ("run_id", "reservation_id", "error"):
+    for name in ("run_id", "reservation_id", "error", "by"):
         check_text(getattr(result, name), name)
     state, raw_fire = _state_with_fire(tx, result.trigger_id, result.occurrence)
     fire = fire_state(raw_fire)
-    tx.apply_all(result.trigger_id, plan_result(result, fire, state.active))
+    writes = plan_result(result, fire, state.active)
+    if writes:
+        # pause_after_failures: counted, and the pause taken, with the result that decides it.
+        writes += plan_failures(
+            result,
+            fire.outcome if fire is not None else None,
+            consecutive=state.consecutive_failures,
+            threshold=state.pause_after_failures,
+            at=at,
+            by=result.by,
+        )
+    tx.apply_all(result.trigger_id, writes)
 
 
 def body_restore_pending(
@@ -541,8 +558,18 @@ def body_register(tx: StoreTx, encoded: EncodedTrigger, now: int) -> RegisteredT
     return registered
 
 
+def _declared_columns(raw: tuple[object, ...]) -> tuple[object, ...]:
+    """A row's declared columns, as :func:`_encoded_columns` gives them (a NULL ``jitter_ms``
+    of a row from before the column reads as its default)."""
+    extra = list(raw[EXTRA_AT : EXTRA_AT + len(EXTRA_COLUMNS)])
+    if extra[0] is None:
+        extra[0] = 0
+    return (*raw[:9], *extra)
+
+
 def _encoded_columns(encoded: EncodedTrigger) -> tuple[object, ...]:
-    """The declared columns of ``encoded`` in :data:`TRIGGER_COLUMNS` order (the first nine)."""
+    """The declared columns of ``encoded``: the first nine of :data:`TRIGGER_COLUMNS`, then
+    :data:`EXTRA_COLUMNS`."""
     return (
         encoded.trigger_id,
         encoded.flow_id,
@@ -553,6 +580,7 @@ def _encoded_columns(encoded: EncodedTrigger) -> tuple[object, ...]:
         encoded.catch_up,
         encoded.max_catch_up,
         encoded.enabled,
+        *encoded.extra(),
     )
 
 
@@ -586,7 +614,7 @@ def body_register_many(
         if current is None:
             fresh.append((one, following if one.enabled == 1 else None))
             answers.append(None)
-        elif tuple(current[:9]) != _encoded_columns(one):
+        elif _declared_columns(current) != _encoded_columns(one):
             answers.append(body_register(tx, one, now))  # refreshed with the transaction
         else:
             answers.append(decode_trigger(current)[0])
@@ -616,6 +644,10 @@ def _new_row(encoded: EncodedTrigger) -> RegisteredTrigger:
         catch_up=cast("CatchUp", encoded.catch_up),
         max_catch_up=encoded.max_catch_up,
         enabled=encoded.enabled == 1,
+        jitter=encoded.jitter_ms / 1000,
+        start_at=encoded.start_at_ms,
+        end_at=encoded.end_at_ms,
+        pause_after_failures=encoded.pause_after_failures,
         revision=1,
     )
 
@@ -663,6 +695,12 @@ def count_skipped(trigger: RegisteredTrigger, since: int, until: int) -> tuple[i
     there were more)."""
     cron = Cron.parse(trigger.cron, trigger.timezone, now=until)
     count = 0
+    # Only the window's boundaries were ever owed (docs/declarations.md, "Jitter, windows and
+    # pausing after failures"), so only they can be given up.
+    if trigger.start_at is not None:
+        since = max(since, trigger.start_at - 1)
+    if trigger.end_at is not None:
+        until = min(until, trigger.end_at)
     cursor = since
     while True:
         cursor = cron.next(cursor)
@@ -698,6 +736,8 @@ def body_resume(tx: StoreTx, trigger_id: str, point: ResumePoint, now: int) -> R
         skipped, more = count_skipped(current, since, now)
         resume_after = now if resume_after is None else max(resume_after, now)
     tx.apply(trigger_id, SetPause(paused_at=None, note=None, by=None, resume_after=resume_after))
+    if current.consecutive_failures:
+        tx.apply(trigger_id, SetFailures(count=0))  # a resume starts the run of failures over
     if skipped:
         tx.apply(trigger_id, CountMissed(paused=skipped))  # counted where they are given up
     return Resumed(

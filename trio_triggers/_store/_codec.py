@@ -37,6 +37,8 @@ __all__ = [
     "ATTENTION_AT",
     "ATTENTION_COLUMNS",
     "BACKFILL_COLUMNS",
+    "EXTRA_AT",
+    "EXTRA_COLUMNS",
     "MISSED_COLUMNS",
     "REGISTERED_AT",
     "STATE_COLUMNS",
@@ -79,6 +81,10 @@ BACKFILL_COLUMNS: Final = (
     "backfill_by",
 )
 
+#: The declared columns of migration ``0010_trigger_failure_fields``, in
+#: :class:`EncodedTrigger` order (in :data:`TRIGGER_COLUMNS` after the backfill's).
+EXTRA_COLUMNS: Final = ("jitter_ms", "start_at_ms", "end_at_ms", "pause_after_failures")
+
 #: The columns of ``tt_triggers`` in the order :class:`RawTrigger` carries them.
 TRIGGER_COLUMNS: Final = (
     "trigger_id",
@@ -105,7 +111,12 @@ TRIGGER_COLUMNS: Final = (
     *MISSED_COLUMNS,
     # the trigger's latest backfill (migration 0008_backfills)
     *BACKFILL_COLUMNS,
+    # jitter, the window and pausing after failures (migration 0010_trigger_failure_fields)
+    *EXTRA_COLUMNS,
+    "consecutive_failures",
 )
+#: Where :data:`EXTRA_COLUMNS` start in :data:`TRIGGER_COLUMNS`.
+EXTRA_AT: Final = TRIGGER_COLUMNS.index(EXTRA_COLUMNS[0])
 #: The columns of ``tt_triggers`` a claim or a holder method reads (:class:`RawState`).
 STATE_COLUMNS: Final = (
     "revision",
@@ -115,6 +126,8 @@ STATE_COLUMNS: Final = (
     "active_claimed_at_ms",
     "pending_at_ms",
     "last_fired_at_ms",
+    "pause_after_failures",
+    "consecutive_failures",
 )
 
 #: The columns :func:`._attention.attention_at` reads, in :data:`RawAttention` order.
@@ -132,6 +145,9 @@ ATTENTION_COLUMNS: Final = (
     "paused_at_ms",
     "resume_after_ms",
     "backfill_next_ms",
+    "jitter_ms",
+    "start_at_ms",
+    "end_at_ms",
     "attention_at_ms",
 )
 
@@ -148,6 +164,14 @@ class EncodedTrigger(msgspec.Struct, frozen=True, kw_only=True):
     catch_up: str
     max_catch_up: int
     enabled: int
+    jitter_ms: int = 0
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+    pause_after_failures: int | None = None
+
+    def extra(self) -> tuple[object, ...]:
+        """The :data:`EXTRA_COLUMNS` values."""
+        return (self.jitter_ms, self.start_at_ms, self.end_at_ms, self.pause_after_failures)
 
 
 # --- failures ------------------------------------------------------------------------------
@@ -293,7 +317,11 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         removed_at,
         *rest,
     ) = raw
-    backfill = rest[len(MISSED_COLUMNS) :]  # after the counters (read by _missed)
+    # after the counters (read by _missed)
+    backfill = rest[len(MISSED_COLUMNS) : len(MISSED_COLUMNS) + len(BACKFILL_COLUMNS)]
+    jitter_ms, start_at, end_at, pause_after, failures = rest[
+        len(MISSED_COLUMNS) + len(BACKFILL_COLUMNS) :
+    ]
     if not isinstance(input_json, str):
         raise RowDecodeError("column input_json must be text")
     try:
@@ -309,6 +337,12 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
     rev = _opt_int(revision, "revision")
     if rev is None:
         raise RowDecodeError("column revision must be an integer")
+    jitter = _opt_int(jitter_ms, "jitter_ms") or 0  # NULL: a row from before the column
+    if jitter < 0:
+        raise RowDecodeError("column jitter_ms must not be negative")
+    threshold = _opt_int(pause_after, "pause_after_failures")
+    if threshold is not None and threshold < 1:
+        raise RowDecodeError("column pause_after_failures must be positive or NULL")
     registered = RegisteredTrigger(
         id=_text(trigger_id, "trigger_id"),
         flow_id=_text(flow_id, "flow_id"),
@@ -325,6 +359,11 @@ def _decode_trigger(raw: RawTrigger) -> tuple[RegisteredTrigger, Held]:
         resume_after=_opt_int(resume_after, "resume_after_ms"),
         removed_at=_opt_int(removed_at, "removed_at_ms"),
         backfill=_backfill(tuple(backfill)),
+        jitter=jitter / 1000,
+        start_at=_opt_int(start_at, "start_at_ms"),
+        end_at=_opt_int(end_at, "end_at_ms"),
+        pause_after_failures=threshold,
+        consecutive_failures=_opt_int(failures, "consecutive_failures") or 0,
     )
     held = Held(
         active_run_id=_opt_text(active_run_id, "active_run_id"),
@@ -349,10 +388,12 @@ class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
     claimed_at: int | None
     pending: int | None
     cursor: int | None = None
+    pause_after_failures: int | None = None
+    consecutive_failures: int = 0
 
 
 def decode_state(trigger_id: str, raw: RawState) -> TriggerState:
-    revision, enabled, overlap, active, claimed_at, pending, cursor = raw
+    revision, enabled, overlap, active, claimed_at, pending, cursor, threshold, failures = raw
     try:
         rev = _opt_int(revision, "revision")
         if rev is None:
@@ -365,6 +406,8 @@ def decode_state(trigger_id: str, raw: RawState) -> TriggerState:
             claimed_at=_opt_int(claimed_at, "active_claimed_at_ms"),
             pending=_opt_int(pending, "pending_at_ms"),
             cursor=_opt_int(cursor, "last_fired_at_ms"),
+            pause_after_failures=_opt_int(threshold, "pause_after_failures"),
+            consecutive_failures=_opt_int(failures, "consecutive_failures") or 0,
         )
     except RowDecodeError as exc:
         raise decode_error(trigger_id, exc) from exc
@@ -447,6 +490,10 @@ def encode_trigger(trigger: Trigger) -> EncodedTrigger:
         catch_up=checked.catch_up,
         max_catch_up=checked.max_catch_up,
         enabled=1 if checked.enabled else 0,
+        jitter_ms=checked.jitter_ms,
+        start_at_ms=checked.start_at,
+        end_at_ms=checked.end_at,
+        pause_after_failures=checked.pause_after_failures,
     )
 
 

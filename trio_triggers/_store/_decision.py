@@ -53,9 +53,11 @@ __all__ = [
     "LeaseHeld",
     "LeaseIdle",
     "LeaseVerdict",
+    "PauseIfRunning",
     "ReleaseReservation",
     "ReplaceHolder",
     "Reserve",
+    "SetFailures",
     "SetOutcome",
     "SetPause",
     "SetPending",
@@ -76,6 +78,7 @@ __all__ = [
     "off_grid",
     "on_grid",
     "page",
+    "plan_failures",
     "plan_restore",
     "plan_result",
     "refuse_claim",
@@ -207,6 +210,22 @@ class SetPause(msgspec.Struct, frozen=True, kw_only=True):
     resume_after: int | None
 
 
+class SetFailures(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: ``consecutive_failures = count`` (the run of ``failed`` results so far)."""
+
+    count: int
+
+
+class PauseIfRunning(msgspec.Struct, frozen=True, kw_only=True):
+    """Trigger: pause it (``paused_at``, ``note``, ``by``; ``revision += 1``) where it is not
+    paused already. ``pause_after_failures``' pause: an operator's pause that came first is
+    kept as it is (its time, note and author)."""
+
+    paused_at: int
+    note: str
+    by: str | None
+
+
 class SetRemoved(msgspec.Struct, frozen=True, kw_only=True):
     """Trigger: ``removed_at = at`` (``remove``'s mark; its disabling registration comes first
     and bumps the revision)."""
@@ -242,6 +261,8 @@ TriggerWrite: TypeAlias = (
     | Reserve
     | SetPause
     | SetRemoved
+    | SetFailures
+    | PauseIfRunning
     | CountMissed
     | SetBackfill
     | StepBackfill
@@ -660,6 +681,42 @@ def plan_result(
         writes.append(ReplaceHolder(expected=result.reservation_id, holder=result.run_id))
     elif owner is not None:
         writes.append(ReplaceHolder(expected=owner, holder=None))
+    return tuple(writes)
+
+
+def plan_failures(
+    result: Result,
+    stored: Outcome | None,
+    *,
+    consecutive: int,
+    threshold: int | None,
+    at: int,
+    by: str | None,
+) -> tuple[TriggerWrite, ...]:
+    """The writes of ``pause_after_failures`` for a result that :func:`plan_result` records.
+
+    A result newly recorded ``failed`` adds one to the trigger's run of failures, and when the
+    run reaches ``threshold`` pauses the trigger, in the same transaction as the failure; a
+    ``completed`` one ends the run. Every other outcome (skipped, buffered, superseded,
+    launched) and a repeat of the stored outcome change nothing (docs/declarations.md,
+    "Jitter, windows and pausing after failures").
+    """
+    outcome = result.outcome
+    if outcome == stored:
+        return ()  # a harmless repeat: already counted
+    if outcome == "completed":
+        return (SetFailures(count=0),) if consecutive else ()
+    if outcome != "failed":
+        return ()
+    count = consecutive + 1
+    writes: list[TriggerWrite] = [SetFailures(count=count)]
+    if threshold is not None and count >= threshold:
+        noun = "run" if count == 1 else "runs"
+        writes.append(
+            PauseIfRunning(
+                paused_at=at, note=f"paused after {count} consecutive failed {noun}", by=by
+            )
+        )
     return tuple(writes)
 
 

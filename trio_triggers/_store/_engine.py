@@ -433,10 +433,14 @@ class EngineStore:
         return pending
 
     async def record_result(self, result: Result) -> None:
+        # The store's clock is read for a failure only, here in Trio (a worker thread cannot
+        # read a Trio clock): the time of the pause it may cause (pause_after_failures). A
+        # result is otherwise settled by what it says, without the clock.
+        at = self._clock.now_ms() if getattr(result, "outcome", None) == "failed" else 0
         await self._write(
             "record_result",
             getattr(result, "trigger_id", ""),
-            lambda tx, _: body_record_result(tx, result),
+            lambda tx, _: body_record_result(tx, result, at),
             getattr(result, "occurrence", None),
         )
 

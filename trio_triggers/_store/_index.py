@@ -81,6 +81,9 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         paused_at,
         resume_after,
         backfill_next,
+        jitter_ms,
+        start_at,
+        end_at,
         _attention,
     ) = raw
     if not isinstance(cron, str) or not isinstance(overlap, str):
@@ -98,6 +101,10 @@ def _attention_inputs(raw: RawAttention) -> AttentionInputs | None:
         paused=paused_at is not None,
         resume_after=resume_after if is_int(resume_after) else None,  # type: ignore[arg-type]
         backfill_next=backfill_next if is_int(backfill_next) else None,  # type: ignore[arg-type]
+        trigger_id=_trigger_id if isinstance(_trigger_id, str) else "",
+        jitter_ms=jitter_ms if is_int(jitter_ms) else 0,  # type: ignore[arg-type]
+        start_at=start_at if is_int(start_at) else None,  # type: ignore[arg-type]
+        end_at=end_at if is_int(end_at) else None,  # type: ignore[arg-type]
     )
 
 

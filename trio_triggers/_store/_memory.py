@@ -23,6 +23,7 @@ from .._clock import SystemWallClock, WallClock
 from ._backend import (
     ATTENTION_COLUMNS,
     BACKFILL_COLUMNS,
+    EXTRA_COLUMNS,
     MISSED_COLUMNS,
     TRIGGER_COLUMNS,
     AdvanceCursor,
@@ -32,6 +33,7 @@ from ._backend import (
     EngineStore,
     FloorResumeAfter,
     Method,
+    PauseIfRunning,
     RawAttention,
     RawDue,
     RawFire,
@@ -43,6 +45,7 @@ from ._backend import (
     ReplaceHolder,
     Reserve,
     SetBackfill,
+    SetFailures,
     SetOutcome,
     SetPause,
     SetPending,
@@ -185,6 +188,8 @@ class _MemoryTx:
             row["active_claimed_at_ms"],
             row["pending_at_ms"],
             row["last_fired_at_ms"],
+            row.get("pause_after_failures"),
+            row.get("consecutive_failures", 0),
         )
 
     def fire(self, trigger_id: str, occurrence: int) -> RawFire | None:
@@ -284,6 +289,7 @@ class _MemoryTx:
             "catch_up": trigger.catch_up,
             "max_catch_up": trigger.max_catch_up,
             "enabled": trigger.enabled,
+            **dict(zip(EXTRA_COLUMNS, trigger.extra(), strict=True)),
         }
         row = self._t.triggers.get(trigger.trigger_id)
         if row is not None:
@@ -308,6 +314,7 @@ class _MemoryTx:
             "resume_after_ms": None,
             "removed_at_ms": None,
             **dict.fromkeys(MISSED_COLUMNS, 0),
+            "consecutive_failures": 0,
             "registered_at_ms": registered_at,
             "attention_at_ms": None,
         }
@@ -396,6 +403,22 @@ class _MemoryTx:
             floor = row.get("resume_after_ms")
             if not isinstance(floor, int) or floor < write.at:
                 self._update_trigger(trigger_id, {"resume_after_ms": write.at})
+        elif isinstance(write, SetFailures):
+            self._update_trigger(trigger_id, {"consecutive_failures": write.count})
+        elif isinstance(write, PauseIfRunning):
+            revision = row["revision"]
+            if not isinstance(revision, int):
+                raise _Fault(TypeError("revision is not an integer"))
+            if row.get("paused_at_ms") is None:
+                self._update_trigger(
+                    trigger_id,
+                    {
+                        "paused_at_ms": write.paused_at,
+                        "pause_note": write.note,
+                        "paused_by": write.by,
+                        "revision": revision + 1,
+                    },
+                )
         elif isinstance(write, SetPause):
             revision = row["revision"]
             if not isinstance(revision, int):

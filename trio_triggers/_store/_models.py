@@ -143,6 +143,9 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str | None = None
     reservation_id: str | None = None
     error: str | None = None
+    #: Who records it: read only when the result pauses the trigger (``pause_after_failures``),
+    #: as the pause's ``by``. The scheduler names itself there for such a trigger's failures.
+    by: str | None = None
 
 
 class FireRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -230,7 +230,9 @@ NO_TRIGGER_WRITE_METHODS: Final[frozenset[str]] = READ_ONLY_METHODS | frozenset(
 TRIGGER_WRITE_METHODS: Final[frozenset[str]] = frozenset(get_args(TriggerWriteMethod))
 #: The methods whose transaction reads the store's clock ("now"): exactly those the contract
 #: gives a "now" (a registration's stamp, a claim's lease, a holder's expiry, a heartbeat).
-#: Every other method, ``record_result`` included, never reads it.
+#: Every other method's transaction never reads it (``record_result`` reads the clock once,
+#: before its transaction, for a ``failed`` result only: the time of the pause that
+#: ``pause_after_failures`` may take).
 CLOCK_METHODS: Final[frozenset[str]] = frozenset(
     {
         "register",

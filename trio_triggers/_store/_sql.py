@@ -19,6 +19,7 @@ from ._backfill import FloorResumeAfter, SetBackfill, StepBackfill
 from ._codec import (
     ATTENTION_COLUMNS,
     BACKFILL_COLUMNS,
+    EXTRA_COLUMNS,
     MISSED_COLUMNS,
     STATE_COLUMNS,
     TRIGGER_COLUMNS,
@@ -28,9 +29,11 @@ from ._decision import (
     AdvanceCursor,
     ClearPendingIf,
     CountMissed,
+    PauseIfRunning,
     ReleaseReservation,
     ReplaceHolder,
     Reserve,
+    SetFailures,
     SetOutcome,
     SetPause,
     SetPending,
@@ -84,6 +87,8 @@ class WriteStatements(msgspec.Struct, frozen=True, kw_only=True):
     set_pause: str  # (paused_at, note, by, resume_after, trigger_id)
     set_removed: str  # (removed_at, trigger_id)
     count_missed: str  # (overlap, catch_up, catch_up_bound, paused, trigger_id)
+    set_failures: str  # (count, trigger_id)
+    pause_if_running: str  # (paused_at, note, by, trigger_id)
     set_backfill: str  # (the BACKFILL_COLUMNS values, trigger_id)
     step_backfill: str  # (next, done, state, trigger_id, expected)
     floor_resume_after: str  # (at, at, trigger_id)
@@ -146,6 +151,11 @@ def write_statements(*, param: str, greatest: str, text_param: str) -> WriteStat
             f"resume_after_ms = {p}, revision = revision + 1 WHERE trigger_id = {p}"
         ),
         set_removed=f"UPDATE tt_triggers SET removed_at_ms = {p} WHERE trigger_id = {p}",
+        set_failures=f"UPDATE tt_triggers SET consecutive_failures = {p} WHERE trigger_id = {p}",
+        pause_if_running=(
+            f"UPDATE tt_triggers SET paused_at_ms = {p}, pause_note = {p}, paused_by = {p}, "
+            f"revision = revision + 1 WHERE trigger_id = {p} AND paused_at_ms IS NULL"
+        ),
         count_missed=(
             "UPDATE tt_triggers SET "
             + ", ".join(f"{column} = {column} + {p}" for column in MISSED_COLUMNS)
@@ -198,6 +208,10 @@ def statement_for(trigger_id: str, write: TriggerWrite, sql: WriteStatements) ->
         return sql.reserve, (write.reservation_id, write.claimed_at, trigger_id)
     if isinstance(write, SetRemoved):
         return sql.set_removed, (write.at, trigger_id)
+    if isinstance(write, SetFailures):
+        return sql.set_failures, (write.count, trigger_id)
+    if isinstance(write, PauseIfRunning):
+        return sql.pause_if_running, (write.paused_at, write.note, write.by, trigger_id)
     if isinstance(write, CountMissed):
         return sql.count_missed, (
             write.overlap,
@@ -256,6 +270,7 @@ def statements_for(
 # --- the reads, the upsert, the prune, the heartbeat ---------------------------------------
 
 _COLUMNS = ", ".join(TRIGGER_COLUMNS)
+_EXTRA_UPDATES = ", ".join(f"{column} = excluded.{column}" for column in EXTRA_COLUMNS)
 _DUE_COLUMNS = _COLUMNS + ", registered_at_ms, attention_at_ms"
 _STATE_COLUMNS = ", ".join(STATE_COLUMNS)
 
@@ -375,8 +390,9 @@ def trigger_sql(
         upsert=f"""
             INSERT INTO tt_triggers (
                 trigger_id, flow_id, input_json, cron, timezone, overlap, catch_up,
-                max_catch_up, enabled, revision, registered_at_ms, attention_at_ms
-            ) VALUES ({", ".join([p] * 9)}, 1, {p}, NULL)
+                max_catch_up, enabled, {", ".join(EXTRA_COLUMNS)}, revision,
+                registered_at_ms, attention_at_ms
+            ) VALUES ({", ".join([p] * (9 + len(EXTRA_COLUMNS)))}, 1, {p}, NULL)
             ON CONFLICT (trigger_id) DO UPDATE SET
                 flow_id = excluded.flow_id,
                 input_json = excluded.input_json,
@@ -386,6 +402,7 @@ def trigger_sql(
                 catch_up = excluded.catch_up,
                 max_catch_up = excluded.max_catch_up,
                 enabled = excluded.enabled,
+                {_EXTRA_UPDATES},
                 removed_at_ms = CASE WHEN excluded.enabled = 1 THEN NULL
                                      ELSE tt_triggers.removed_at_ms END,
                 revision = tt_triggers.revision + 1
@@ -449,16 +466,20 @@ INSERT_NEW_COLUMNS: Final = (
     "catch_up",
     "max_catch_up",
     "enabled",
+    *EXTRA_COLUMNS,
     "registered_at_ms",
     "attention_at_ms",
 )
+_DECLARED = 9 + len(EXTRA_COLUMNS)
 
 
 def insert_new_statement(rows: int, param: str, suffix: str = "") -> str:
     """One ``INSERT`` of ``rows`` new trigger rows (revision 1), each with the parameters
     :func:`insert_new_params` gives; ``suffix`` ends it (`` ON CONFLICT DO NOTHING ...``)."""
-    values = "(" + ", ".join([param] * 9) + f", 1, {param}, {param})"
-    columns = ", ".join(INSERT_NEW_COLUMNS[:9]) + ", revision, registered_at_ms, attention_at_ms"
+    values = "(" + ", ".join([param] * _DECLARED) + f", 1, {param}, {param})"
+    columns = (
+        ", ".join(INSERT_NEW_COLUMNS[:_DECLARED]) + ", revision, registered_at_ms, attention_at_ms"
+    )
     return f"INSERT INTO tt_triggers ({columns}) VALUES " + ", ".join([values] * rows) + suffix
 
 
@@ -480,6 +501,7 @@ def insert_new_params(
                 trigger.catch_up,
                 trigger.max_catch_up,
                 trigger.enabled,
+                *trigger.extra(),
                 registered_at,
                 attention_at,
             )
@@ -499,6 +521,7 @@ def upsert_params(trigger: EncodedTrigger, registered_at: int) -> tuple[object, 
         trigger.catch_up,
         trigger.max_catch_up,
         trigger.enabled,
+        *trigger.extra(),
         registered_at,
     )
 

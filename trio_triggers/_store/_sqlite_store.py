@@ -159,15 +159,29 @@ TRIGGER_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "WHERE manual_key IS NOT NULL",
         ),
     ),
+    (
+        "0010_trigger_failure_fields",
+        (
+            # Jitter, the window and pausing after failures (docs/declarations.md, "Jitter,
+            # windows and pausing after failures"): a row from before them has none of them.
+            "ALTER TABLE tt_triggers ADD COLUMN jitter_ms INTEGER NOT NULL DEFAULT 0 "
+            "CHECK (jitter_ms >= 0)",
+            "ALTER TABLE tt_triggers ADD COLUMN start_at_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN end_at_ms INTEGER",
+            "ALTER TABLE tt_triggers ADD COLUMN pause_after_failures INTEGER "
+            "CHECK (pause_after_failures IS NULL OR pause_after_failures >= 1)",
+            "ALTER TABLE tt_triggers ADD COLUMN consecutive_failures INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 """The trigger store's migrations, in order (their names are recorded in ``tt_migrations``)."""
 
 
 _SQL = trigger_sql(param="?", greatest="max", text_param="?")
 
-#: Rows per multi-row ``INSERT`` of a bulk registration: 11 parameters a row stays under
+#: Rows per multi-row ``INSERT`` of a bulk registration: 15 parameters a row stays under
 #: SQLite's limit on a statement's parameters (32 766 since 3.32, 999 before).
-_BULK_ROWS: Final = 500 if sqlite3.sqlite_version_info >= (3, 32) else 90
+_BULK_ROWS: Final = 500 if sqlite3.sqlite_version_info >= (3, 32) else 60
 
 
 @functools.lru_cache(maxsize=8)

@@ -152,6 +152,19 @@ TRIGGER_MIGRATIONS: list[Migration] = [
             "WHERE manual_key IS NOT NULL",
         ],
     ),
+    (
+        "0010_trigger_failure_fields",
+        [
+            # As on SQLite: jitter, the window and pausing after failures.
+            "ALTER TABLE tt_triggers ADD COLUMN jitter_ms BIGINT NOT NULL DEFAULT 0 "
+            "CHECK (jitter_ms >= 0)",
+            "ALTER TABLE tt_triggers ADD COLUMN start_at_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN end_at_ms BIGINT",
+            "ALTER TABLE tt_triggers ADD COLUMN pause_after_failures BIGINT "
+            "CHECK (pause_after_failures IS NULL OR pause_after_failures >= 1)",
+            "ALTER TABLE tt_triggers ADD COLUMN consecutive_failures BIGINT NOT NULL DEFAULT 0",
+        ],
+    ),
 ]
 
 

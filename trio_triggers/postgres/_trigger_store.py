@@ -83,7 +83,7 @@ _PREFETCH_FIRES = (
 )
 _ATTENTION_INPUTS = _SQL.select_attention + "= ANY(%s::text[])"
 _SELECT_NAMED = _SQL.select_triggers_head + " WHERE trigger_id = ANY(%s::text[])"
-#: Rows per multi-row ``INSERT`` of a bulk registration (11 parameters a row: far under the
+#: Rows per multi-row ``INSERT`` of a bulk registration (15 parameters a row: far under the
 #: protocol's 65 535).
 _BULK_ROWS: Final = 1000
 

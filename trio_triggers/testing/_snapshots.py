@@ -280,6 +280,10 @@ def _exact(row: dict[str, Any]) -> int | None:
             paused=row.get("paused_at_ms") is not None,
             resume_after=_int(row.get("resume_after_ms")),
             backfill_next=_int(row.get("backfill_next_ms")),
+            trigger_id=_str(row.get("trigger_id")) or "",
+            jitter_ms=_int(row.get("jitter_ms")) or 0,
+            start_at=_int(row.get("start_at_ms")),
+            end_at=_int(row.get("end_at_ms")),
         )
     )
 
