@@ -24,7 +24,6 @@ import trio
 
 from .._app import RunReport, cancel_run
 from .._clock import SystemWallClock, WallClock
-from .._cron import Cron
 from .._databases import is_dsn, open_stores, shown_db
 from .._declarations import Pause, Trigger
 from .._errors import RunStoreError, TriggerError
@@ -33,6 +32,7 @@ from .._local_runner import FlowFn, LocalRunner, RunContext, open_local_runner
 from .._operations import operator_name, pause_trigger, remove_trigger, resume_trigger
 from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
 from .._ownership._base import RunStoreBase
+from .._policies import next_launches
 from .._scheduler import (
     Fired,
     SchedulerOptions,
@@ -915,18 +915,34 @@ async def _next(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     if trigger is None:
         raise CliError(f"unknown trigger {args.trigger_id}", 1)
     now = clock.now_ms()
-    cron = Cron.parse(trigger.cron, trigger.timezone, now=now)
-    found: list[int] = []
-    at = now
-    for _ in range(args.n):
-        at = cron.next(at)
-        found.append(at)
+    # The next boundaries still to launch: within the window, with their jittered launch
+    # instants (docs/declarations.md, "Jitter, windows and pausing after failures").
+    found = next_launches(trigger, now, args.n)
+    jittered = trigger.jitter_ms > 0
     if args.json:
-        print_json([{"occurrence": o, "occurrence_iso": iso(o)} for o in found])
+        rows: list[dict[str, object]] = []
+        for occurrence, launch in found:
+            row: dict[str, object] = {"occurrence": occurrence, "occurrence_iso": iso(occurrence)}
+            if jittered:
+                row["launch_at"] = launch
+                row["launch_at_iso"] = iso(launch)
+            rows.append(row)
+        print_json(rows)
         return 0
-    for occurrence in found:
-        print(f"{format_instant(occurrence)}{_local_part(occurrence, trigger.timezone)}")
+    for occurrence, launch in found:
+        line = f"{format_instant(occurrence)}{_local_part(occurrence, trigger.timezone)}"
+        if jittered:
+            line += f"   launches {_launch_text(occurrence, launch)}"
+        print(line)
     return 0
+
+
+def _launch_text(occurrence: int, launch: int) -> str:
+    """``2026-03-10 02:00:04.250Z (+4.25 s)``: a jittered launch and its delay."""
+    seconds, millis = divmod(launch, 1000)
+    text = format_instant(seconds * 1000).removesuffix("Z") + f".{millis:03d}Z"
+    delay = (launch - occurrence) / 1000
+    return f"{text} (+{delay:g} s)"
 
 
 def _with_relative(ms: int, now_ms: int) -> str:

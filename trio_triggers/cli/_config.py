@@ -9,6 +9,7 @@ syntax errors) and an error code; the CLI prints it and exits with status 2.
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import inspect
 import re
@@ -99,6 +100,14 @@ class TriggerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     catch_up: CatchUp = "none"
     max_catch_up: int = 0
     enabled: bool = True
+    jitter: float = 0.0
+    """Seconds: each launch waits a fixed pseudo-random part of it after its boundary."""
+    start_at: Any = None
+    """RFC 3339 with an offset (text or a TOML offset date-time): the window's first instant."""
+    end_at: Any = None
+    """RFC 3339 with an offset: the window's last instant (both ends are included)."""
+    pause_after_failures: int | None = None
+    """Pause the trigger when this many runs in a row fail."""
 
 
 class RunnerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -447,6 +456,17 @@ def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
                 f"no flow {entry.flow!r} is declared under [flows]",
                 line=source.line("[[triggers]]", index, "flow"),
             )
+        for name in ("start_at", "end_at"):
+            # In a file an instant is a date-time (text or TOML's own), never epoch ms.
+            value = getattr(entry, name)
+            if value is not None and not isinstance(value, str | datetime.datetime):
+                raise ConfigError(
+                    file,
+                    f"{source.trigger_base(index)}.{name}",
+                    "invalid_value",
+                    "expected an RFC 3339 date-time with an offset",
+                    line=source.line("[[triggers]]", index, name),
+                )
         try:
             trigger = Trigger.make(
                 {
@@ -459,6 +479,10 @@ def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
                     "catch_up": entry.catch_up,
                     "max_catch_up": entry.max_catch_up,
                     "enabled": entry.enabled,
+                    "jitter": entry.jitter,
+                    "start_at": entry.start_at,
+                    "end_at": entry.end_at,
+                    "pause_after_failures": entry.pause_after_failures,
                 }
             )
         except TriggerError as exc:
