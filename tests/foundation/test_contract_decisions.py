@@ -17,6 +17,12 @@ FIELD_ORDER = (
     "catch_up",
     "max_catch_up",
     "enabled",
+    # our additions, after the contract's fields (docs/declarations.md, "Jitter, windows and
+    # pausing after failures")
+    "jitter",
+    "start_at",
+    "end_at",
+    "pause_after_failures",
 )
 
 
