@@ -135,4 +135,5 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True):
         status = getattr(exc, "returncode", None)
         if isinstance(status, bool) or not isinstance(status, int):
             status = None
-        return cls(names=frozenset(names), exit_status=status)
+        timed_out = getattr(exc, "timed_out", False) is True
+        return cls(names=frozenset(names), exit_status=status, timed_out=timed_out)
