@@ -211,6 +211,8 @@ from ._local_runner import (
     RunContext as RunContext,
     open_local_runner as open_local_runner,
 )
+from ._ownership import AttemptRecord as AttemptRecord
+from ._retry import RetryPolicy as RetryPolicy
 
 # isort: split
 # --- The application stack: both stores on one database, the LocalRunner and a scheduler
@@ -249,6 +251,7 @@ __all__ = [
     "AlreadyApplied",
     "AlreadyClaimed",
     "AlreadyRequested",
+    "AttemptRecord",
     "Backfill",
     "BackfillState",
     "CancelAcknowledgement",
@@ -316,6 +319,7 @@ __all__ = [
     "Result",
     "ResumePoint",
     "Resumed",
+    "RetryPolicy",
     "RunContext",
     "RunEndSignal",
     "RunInfo",

@@ -43,7 +43,7 @@ from ._operations import (
     pause_trigger,
     resume_trigger,
 )
-from ._ownership import OwnerId, RunOutput, RunRow, RunStatus, RunStore
+from ._ownership import AttemptRecord, OwnerId, RunOutput, RunRow, RunStatus, RunStore
 from ._ownership._base import RunStoreBase
 from ._ownership._models import AlreadyRequested, CancelRequested, NotFound, Terminal
 from ._scheduler import Fired, Scheduler, SchedulerOptions, open_scheduler
@@ -52,6 +52,8 @@ from ._store import HistoryPage, HistoryQuery, Outcome, Resumed, ResumePoint, Tr
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection
+
+    from ._retry import RetryPolicy
 
 __all__ = ["DEFAULT_DATABASE", "RunReport", "Triggers", "open_triggers"]
 
@@ -97,6 +99,12 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     output: RunOutput | None = None
     """What the flow printed (the tail of each stream, for a command flow), recorded with the
     run's outcome; ``None`` while the run has not ended or when its flow recorded nothing."""
+    attempt: int = 1
+    """The number of its current (or last) attempt under its flow's retry policy."""
+    attempt_log: tuple[AttemptRecord, ...] = ()
+    """The attempts that failed and were retried, each with its error and output tail."""
+    retry_at: int | None = None
+    """While it waits between two attempts: when the next one may begin (epoch ms)."""
 
     @classmethod
     def of(cls, row: RunRow) -> RunReport:
@@ -119,6 +127,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
             cancel_requested_at=row.cancel_requested_at_ms,
             idempotency_key=row.idempotency_key,
             output=_output_of(row.output_json),
+            attempt=row.attempt,
+            attempt_log=tuple(row.attempt_log),
+            retry_at=row.retry_at_ms,
         )
 
 
@@ -215,24 +226,42 @@ class Triggers:
     def flow(self, name: F, /) -> F: ...
 
     @overload
-    def flow(self, name: str | None = None, /) -> Callable[[F], F]: ...
+    def flow(
+        self,
+        name: str | None = None,
+        /,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
 
-    def flow(self, name: str | F | None = None, /) -> F | Callable[[F], F]:
+    def flow(
+        self,
+        name: str | F | None = None,
+        /,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> F | Callable[[F], F]:
         """Register ``async def fn(input, run)`` as a flow; its name defaults to ``fn.__name__``.
 
         Use it as ``@app.flow``, ``@app.flow()`` or ``@app.flow("name")``, or call it as
         ``app.flow("name")(fn)``. The function is returned unchanged, and may be passed to
-        :meth:`schedule` in place of its name.
+        :meth:`schedule` in place of its name. ``retry`` and ``timeout`` are the flow's
+        :class:`~trio_triggers.RetryPolicy` and the seconds one attempt may take
+        (``@app.flow(retry=RetryPolicy(max_attempts=3), timeout=30)``; docs/failures.md).
         """
         if callable(name):
-            return self._register_flow(None, name)
+            return self._register_flow(None, name, None, None)
 
         def decorate(fn: F) -> F:
-            return self._register_flow(name, fn)
+            return self._register_flow(name, fn, retry, timeout)
 
         return decorate
 
-    def _register_flow(self, name: str | None, fn: F) -> F:
+    def _register_flow(
+        self, name: str | None, fn: F, retry: RetryPolicy | None, timeout: float | None
+    ) -> F:
         if not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)):
             raise TriggerError(
                 "invalid_options",
@@ -242,7 +271,7 @@ class Triggers:
         flow_id = name if name is not None else getattr(fn, "__name__", None)
         if not isinstance(flow_id, str):
             raise TriggerError("invalid_options", "give the flow a name: flow(name)", "flow")
-        self._runner.register(flow_id, fn)
+        self._runner.register(flow_id, fn, retry=retry, timeout=timeout)
         self._flow_names[_key(fn)] = flow_id
         return fn
 

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import heapq
 import inspect as _inspect
 import logging
 import math
@@ -40,10 +41,13 @@ from ._constants import RESERVATION_PREFIX
 from ._errors import LeaseLost, RunStoreError, TriggerError
 from ._groups import one_exception
 from ._ownership import (
+    ATTEMPT_OUTPUT_TAIL,
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_STALE_AFTER_MS,
     OUTPUT_TAIL_BYTES,
     Activated,
+    AttemptRecord,
+    FenceLost,
     GuardFailed,
     LivenessCheck,
     LivenessContext,
@@ -60,6 +64,7 @@ from ._ownership import (
     probe_from_check,
     same_host_pid_probe,
 )
+from ._retry import Failure, RetryPolicy
 from ._watch import Published, Watched, move_on_when
 
 if TYPE_CHECKING:
@@ -198,6 +203,16 @@ class ClaimableRuns(Protocol):
 
     async def find_claimable(self, now_ms: int, *, limit: int | None = 100) -> list[RunRow]: ...
 
+    async def retry_owned(
+        self,
+        run_id: str,
+        owner: OwnerId,
+        *,
+        retry_at_ms: int,
+        attempt_json: str,
+        state_json: str | None = None,
+    ) -> Transitioned | FenceLost | NotFound | GuardFailed: ...
+
 
 def default_liveness(stale_after: float = HEARTBEAT_STALE_AFTER_MS / 1000) -> LivenessCheck:
     """The takeover check of the local runner: alive while the lease is fresh, or while the
@@ -244,13 +259,36 @@ class _Worker:
     this process); ``cancel_seen`` is set once the request has been observed (what the flow's
     ``RunContext.cancel_requested`` reads)."""
 
-    __slots__ = ("cancel_event", "cancel_seen", "context", "result")
+    __slots__ = ("cancel_event", "cancel_seen", "context", "failure", "result")
 
     def __init__(self) -> None:
         self.cancel_event = trio.Event()
         self.cancel_seen = trio.Event()
         self.context: RunContext | None = None
         self.result: Finish | None = None  # the body's outcome, as soon as it has one
+        self.failure: Failure | None = None  # what a failed body said about its failure
+
+
+class _FlowEntry:
+    """A registered flow: its callable, its retry policy and the timeout of one attempt."""
+
+    __slots__ = ("fn", "retry", "timeout")
+
+    def __init__(self, fn: FlowFn, retry: RetryPolicy | None, timeout: float | None) -> None:
+        self.fn = fn
+        self.retry = retry
+        self.timeout = timeout
+
+
+class _RetryPlan:
+    """A failed attempt that will be retried: what ``retry_owned`` writes for it."""
+
+    __slots__ = ("attempt", "attempt_json", "retry_at_ms")
+
+    def __init__(self, attempt: int, retry_at_ms: int, attempt_json: str) -> None:
+        self.attempt = attempt
+        self.retry_at_ms = retry_at_ms
+        self.attempt_json = attempt_json
 
 
 Finish = tuple[Literal["completed", "failed", "cancelled"], str | None, str | None]
@@ -303,7 +341,11 @@ class LocalRunner:
             stale_ms = getattr(run_store, "stale_after_ms", HEARTBEAT_STALE_AFTER_MS)
             liveness = default_liveness(stale_ms / 1000)
         self._liveness = liveness
-        self._flows: dict[str, FlowFn] = {}
+        self._flows: dict[str, _FlowEntry] = {}
+        # Failed attempts whose retry is being written (see _finish_once), and the instants
+        # of the next attempts this runner scheduled (the dispatcher wakes at the earliest).
+        self._retry_plans: dict[str, _RetryPlan] = {}
+        self._retry_wakes: list[int] = []
         self._workers: dict[str, _Worker] = {}
         self._running_count: Published[int] = Published(0)  # len(self._workers), to wait on
         # wait_ended: the waiters per run id, and the runs that finished here lately (so a
@@ -312,7 +354,7 @@ class LocalRunner:
         # Runs that ended here lately, with the terminal state this runner wrote (``None``:
         # the row said it had ended, but not through our write).
         self._finished_lately: OrderedDict[str, RunState | None] = OrderedDict()
-        self._written: dict[str, RunState] = {}
+        self._written: dict[str, RunState | Literal["retry"]] = {}
         # Outcomes a flow reached that are not yet durable (their write kept failing): kept so
         # that whoever writes next (the worker's retries, the hand-back, the dispatcher's repair
         # of a run left running under this owner) writes the outcome, not a re-execution.
@@ -349,17 +391,33 @@ class LocalRunner:
         ``wait_value(lambda n: n >= 2)``, instead of polling :attr:`running`."""
         return self._running_count.view
 
-    def register(self, flow_id: str, fn: FlowFn) -> None:
+    def register(
+        self,
+        flow_id: str,
+        fn: FlowFn,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> None:
         """Register ``fn`` (``async def fn(input, run)``) under ``flow_id``.
 
-        Registering again replaces the callable (new runs use it). Only runs of registered flows
-        are claimed by this runner; other runs in the store are left to whoever registers them.
+        ``retry`` retries a failed attempt (:class:`RetryPolicy`; ``None``: a failure ends the
+        run); ``timeout`` bounds one attempt in seconds: the flow is cancelled when it passes
+        (a command flow's whole process group is ended) and the attempt fails with
+        ``flow <id> timed out after <t> s`` (docs/failures.md).
+
+        Registering again replaces the callable and its options (new attempts use them). Only
+        runs of registered flows are claimed by this runner; other runs in the store are left to
+        whoever registers them.
         """
         if not isinstance(flow_id, str) or not flow_id or "\x00" in flow_id:
             raise TriggerError("invalid_options", "flow_id must be a non-empty string", "flow_id")
         if not callable(fn):
             raise TriggerError("invalid_options", f"flow {flow_id} is not callable", "flow")
-        self._flows[flow_id] = fn
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TriggerError("invalid_options", "retry must be a RetryPolicy", "retry")
+        seconds = None if timeout is None else _duration_s("timeout", timeout)
+        self._flows[flow_id] = _FlowEntry(fn, retry, seconds)
         self._wake.set()
 
     def _new_run_id(self) -> str:
@@ -503,17 +561,33 @@ class LocalRunner:
                         },
                     )
                 failed = 0
-            with trio.move_on_after(self._poll_interval):
+            with trio.move_on_after(self._next_look_s()):
                 await self._wake.wait()
 
-    async def _candidates(self, now_ms: int) -> list[RunRow]:
-        finder = self._store
-        if not isinstance(finder, ClaimableRuns):
+    def _next_look_s(self) -> float:
+        """Seconds until the dispatcher looks again: its poll interval, or less when a retry
+        this runner scheduled is due sooner."""
+        wakes = self._retry_wakes
+        if not wakes:
+            return self._poll_interval
+        now = self._clock.now_ms()
+        if wakes[0] <= now:
+            while wakes and wakes[0] <= now:
+                heapq.heappop(wakes)
+            return 0.0
+        return min(self._poll_interval, (wakes[0] - now) / 1000)
+
+    def _local_store(self) -> ClaimableRuns:
+        store = self._store
+        if not isinstance(store, ClaimableRuns):
             raise TypeError(
-                f"LocalRunner needs a run store that can list claimable runs (find_claimable); "
-                f"{type(finder).__name__} cannot"
+                f"LocalRunner needs a run store that can list claimable runs and retry them "
+                f"(find_claimable, retry_owned); {type(store).__name__} cannot"
             )
-        return await finder.find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
+        return store
+
+    async def _candidates(self, now_ms: int) -> list[RunRow]:
+        return await self._local_store().find_claimable(now_ms, limit=_CANDIDATE_LIMIT)
 
     async def _claim_round(self, nursery: trio.Nursery) -> None:
         now = self._clock.now_ms()
@@ -625,7 +699,8 @@ class LocalRunner:
                 done = await self._finish_once(run_id, *kept)
                 if done:
                     self._unsettled.pop(run_id, None)
-                    self._ended(run_id)
+                    self._ended_or_retried(run_id)
+                    self._retry_plans.pop(run_id, None)
                     logger.warning(
                         "local runner recorded a run's outcome late", extra={"run_id": run_id}
                     )
@@ -658,13 +733,18 @@ class LocalRunner:
                     raise LeaseLost(run_id, "not_found")
                 raise LeaseLost(run_id, "fence_lost")
 
+        # A new execution: whatever an earlier one of this run kept unwritten here was written
+        # or lost with the lease since (the row was not running under us when we claimed it).
+        self._unsettled.pop(run_id, None)
+        self._retry_plans.pop(run_id, None)
+        began_at_ms = self._clock.now_ms()
         try:
             # A worker started while the runner stops (its claim committed during the stop)
             # hands the run back before its flow starts.
             await trio.lowlevel.checkpoint()
             with one_exception():
                 async with hold_lease(store, run_id, owner, clock=self._clock):
-                    flow = self._flows[row.flow_id or ""]
+                    entry = self._flows[row.flow_id or ""]
                     context = RunContext(
                         run_id=run_id,
                         flow_id=row.flow_id or "",
@@ -681,10 +761,11 @@ class LocalRunner:
                         input_value = (
                             msgspec.json.decode(row.input_json) if row.input_json else None
                         )
-                        result = await self._run_body(flow, input_value, context, worker)
+                        result = await self._run_body(entry, input_value, context, worker)
                     # The body's last await: the outcome, with what the flow printed.
                     output = context.output
                     output_json = None if output is None else msgspec.json.encode(output).decode()
+                    self._plan_retry(row, entry, result, worker, began_at_ms, output)
                     self._unsettled[run_id] = (result, output_json)
                     finished = await self._finish(run_id, result, output_json)
         except LeaseLost as exc:
@@ -701,24 +782,94 @@ class LocalRunner:
                 extra={"run_id": run_id, "error": str(exc)},
             )
         finally:
-            if not finished and run_id not in self._unsettled and worker.result is not None:
-                # The flow ended as the runner was being stopped: write its outcome rather
-                # than executing it again.
-                output = worker.context.output if worker.context is not None else None
-                text = None if output is None else msgspec.json.encode(output).decode()
-                self._unsettled[run_id] = (worker.result, text)
-            if not finished:
-                finished = await self._hand_back(run_id)
-            if finished:
-                self._unsettled.pop(run_id, None)
-                self._ended(run_id)
+            await self._work_ended(row, worker, finished, began_at_ms)
+
+    async def _work_ended(
+        self, row: RunRow, worker: _Worker, finished: bool, began_at_ms: int
+    ) -> None:
+        """A worker's last step: hand back what it could not finish, signal what ended."""
+        run_id = row.run_id
+        if not finished and run_id not in self._unsettled and worker.result is not None:
+            # The flow ended as the runner was being stopped: write its outcome rather
+            # than executing it again (or its retry, when the policy retries it).
+            output = worker.context.output if worker.context is not None else None
+            text = None if output is None else msgspec.json.encode(output).decode()
+            entry = self._flows.get(row.flow_id or "")
+            if entry is not None and run_id not in self._retry_plans:
+                self._plan_retry(row, entry, worker.result, worker, began_at_ms, output)
+            self._unsettled[run_id] = (worker.result, text)
+        if not finished:
+            finished = await self._hand_back(run_id)
+        if finished:
+            self._unsettled.pop(run_id, None)
+            self._ended_or_retried(run_id)
+        if run_id not in self._unsettled:  # else kept for the repair that writes it later
+            self._retry_plans.pop(run_id, None)
+        self._written.pop(run_id, None)
+        self._workers.pop(run_id, None)
+        self._running_count.set(len(self._workers))
+        self._wake.set()
+
+    def _plan_retry(
+        self,
+        row: RunRow,
+        entry: _FlowEntry,
+        result: Finish,
+        worker: _Worker,
+        began_at_ms: int,
+        output: RunOutput | None,
+    ) -> None:
+        """Decide whether a failed attempt is retried; if so keep what ``retry_owned`` writes.
+
+        Retried when the flow has a policy, the attempt is not its last and the failure is one
+        the policy retries (a cancelled run never is)."""
+        policy = entry.retry
+        status, _, error = result
+        if policy is None or status != "failed" or worker.failure is None:
+            return
+        attempt = row.attempt
+        if attempt >= policy.max_attempts or not policy.retries(worker.failure):
+            return
+        now = self._clock.now_ms()
+        retry_at = now + policy.delay_ms(attempt, row.run_id)
+        kept = None
+        if output is not None:
+            kept = RunOutput(
+                stdout=output.stdout[-ATTEMPT_OUTPUT_TAIL:],
+                stderr=output.stderr[-ATTEMPT_OUTPUT_TAIL:],
+                stdout_bytes=output.stdout_bytes,
+                stderr_bytes=output.stderr_bytes,
+            )
+        record = AttemptRecord(
+            attempt=attempt,
+            started_at_ms=began_at_ms,
+            ended_at_ms=now,
+            error=error or "failed",
+            retry_at_ms=retry_at,
+            output=kept,
+        )
+        self._retry_plans[row.run_id] = _RetryPlan(
+            attempt, retry_at, msgspec.json.encode(record).decode()
+        )
+
+    def _ended_or_retried(self, run_id: str) -> None:
+        """A run's outcome landed: its end, or (a retry was written) a wait for the next
+        attempt, which the dispatcher wakes for."""
+        if self._written.get(run_id) == "retry":
+            plan = self._retry_plans.get(run_id)
+            if plan is not None:
+                heapq.heappush(self._retry_wakes, plan.retry_at_ms)
+                logger.info(
+                    "local runner will retry a failed run",
+                    extra={"run_id": run_id, "attempt": plan.attempt, "at_ms": plan.retry_at_ms},
+                )
             self._written.pop(run_id, None)
-            self._workers.pop(run_id, None)
-            self._running_count.set(len(self._workers))
-            self._wake.set()
+            return
+        self._ended(run_id)
 
     def _ended(self, run_id: str) -> None:
-        self._finished_lately[run_id] = self._written.pop(run_id, None)
+        written = self._written.pop(run_id, None)
+        self._finished_lately[run_id] = None if written == "retry" else written
         while len(self._finished_lately) > _FINISHED_LATELY:
             self._finished_lately.popitem(last=False)
         waiters = self._end_waiters.pop(run_id, None)
@@ -794,27 +945,44 @@ class LocalRunner:
             return None
         if row.status in _TERMINAL_STATUSES:
             return True
+        plan = self._retry_plans.get(run_id)
+        if plan is not None and row.status == "suspended" and row.attempt > plan.attempt:
+            self._written[run_id] = "retry"  # the retry landed: the attempt is recorded
+            return True
         if row.status != "running" or row.owner != self._owner:
             return False
         return None
 
     async def _run_body(
-        self, flow: FlowFn, input_value: Any, context: RunContext, worker: _Worker
+        self, entry: _FlowEntry, input_value: Any, context: RunContext, worker: _Worker
     ) -> Finish:
         result: Finish | None = None
-        # The body runs until it ends or a cancel request is seen, whichever comes first.
+        flow = entry.fn
+        limit = math.inf if entry.timeout is None else entry.timeout
+        # The body runs until it ends, a cancel request is seen or its timeout passes,
+        # whichever comes first.
         with one_exception():
             async with move_on_when(self._watch_cancel, context, worker):
                 try:
-                    value = flow(input_value, context)
-                    if _inspect.isawaitable(value):
-                        value = await value
-                    result = ("completed", msgspec.json.encode(value).decode(), None)
+                    with trio.move_on_after(limit) as attempt_scope:
+                        value = flow(input_value, context)
+                        if _inspect.isawaitable(value):
+                            value = await value
+                        result = ("completed", msgspec.json.encode(value).decode(), None)
+                    if attempt_scope.cancelled_caught:
+                        result = (
+                            "failed",
+                            None,
+                            f"flow {context.flow_id} timed out after {entry.timeout:g} s",
+                        )
+                        worker.failure = Failure(timed_out=True)
                 except (TypeError, ValueError, OverflowError) as exc:
                     if result is None:
                         result = ("failed", None, _describe(exc))
+                        worker.failure = Failure.of(exc)
                 except Exception as exc:
                     result = ("failed", None, _describe(exc))
+                    worker.failure = Failure.of(exc)
                 worker.result = result
         if context.cancel_requested:
             return ("cancelled", None, "cancel requested")
@@ -878,6 +1046,29 @@ class LocalRunner:
 
     async def _finish_once(self, run_id: str, result: Finish, output_json: str | None) -> bool:
         status, result_json, error = result
+        plan = self._retry_plans.get(run_id) if status == "failed" else None
+        if plan is not None:
+            retried = await self._local_store().retry_owned(
+                run_id, self._owner, retry_at_ms=plan.retry_at_ms, attempt_json=plan.attempt_json
+            )
+            if isinstance(retried, Transitioned):
+                self._written[run_id] = "retry"
+                return True
+            if not isinstance(retried, GuardFailed):
+                return False
+            # A cancel request arrived: a requested cancellation wins over the retry.
+            outcome = await self._store.transition_owned(
+                run_id,
+                self._owner,
+                "cancelled",
+                error="cancel requested before the run's next attempt",
+                guard=TransitionGuard(cancel_requested="present"),
+                output_json=output_json,
+            )
+            if isinstance(outcome, Transitioned):
+                self._written[run_id] = "cancelled"
+                return True
+            return False
         guard = TransitionGuard(cancel_requested="present" if status == "cancelled" else "absent")
         outcome = await self._store.transition_owned(
             run_id,

@@ -43,6 +43,7 @@ async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
         "runs_0001_tt_runs",
         "runs_0002_attempts",
         "runs_0003_output",
+        "runs_0004_retries",
     ]
     assert owns_run_migration("runs_0001_tt_runs")
     assert not owns_run_migration("0001_triggers")
@@ -53,6 +54,7 @@ async def test_migrations_are_named_runs_and_apply_once(tmp_path: Path) -> None:
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
         ("runs_0003_output",),
+        ("runs_0004_retries",),
     ]
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('runs_0099_future')")
     conn.execute("INSERT INTO tt_migrations (name) VALUES ('0042_someone_else')")
@@ -107,6 +109,7 @@ async def test_opened_on_a_shared_database(tmp_path: Path) -> None:
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
         ("runs_0003_output",),
+        ("runs_0004_retries",),
     ]
     async with open_sqlite_run_store(db, clock=clock) as again:
         assert (await again.get("r")).owner == A

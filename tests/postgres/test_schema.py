@@ -41,6 +41,7 @@ async def migrate_both(dsn: str) -> None:
             "runs_0001_tt_runs",
             "runs_0002_attempts",
             "runs_0003_output",
+            "runs_0004_retries",
         ]
         # The two stores share tt_migrations without mistaking each other's names for "newer".
         assert await db.migrate(TRIGGER_MIGRATIONS, owns=owns_trigger_migration) == []

@@ -179,6 +179,7 @@ async def test_stores_opening_together_migrate_once(postgres_dsn: str) -> None:
         ("runs_0001_tt_runs",),
         ("runs_0002_attempts",),
         ("runs_0003_output",),
+        ("runs_0004_retries",),
     ]
 
 

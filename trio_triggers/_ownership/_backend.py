@@ -237,10 +237,12 @@ class RunSql(msgspec.Struct, frozen=True, kw_only=True):
             cut = claimable_at - stale_after_ms
             where.append(
                 f"((claim_host_id IS NOT NULL AND claimed_at_ms < {p})"
-                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended'))"
+                " OR (claim_host_id IS NULL AND status IN ('pending', 'suspended')"
+                f" AND (retry_at_ms IS NULL OR retry_at_ms <= {p}"
+                " OR cancel_requested_at_ms IS NOT NULL))"
                 f" OR (claim_host_id IS NULL AND status = 'running' AND heartbeat_at_ms < {p}))"
             )
-            params.extend([cut, cut])
+            params.extend([cut, claimable_at, cut])
         if trigger_id is not None:
             prefix = f"{trigger_id}:"
             where.append(f"length(idempotency_key) = {p} AND substr(idempotency_key, 1, {p}) = {p}")

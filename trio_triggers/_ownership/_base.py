@@ -12,6 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 import trio
 
 from .._clock import SystemWallClock, WallClock
@@ -28,6 +29,7 @@ from ._decide import (
     decide_heartbeat,
     decide_recover_claim,
     decide_request_cancel,
+    decide_retry_owned,
     decide_steal,
     decide_transition_owned,
     recover_admitted,
@@ -40,6 +42,7 @@ from ._models import (
     Activated,
     AlreadyClaimed,
     AlreadyRequested,
+    AttemptRecord,
     CancelRequested,
     ClaimAndOwnOutcome,
     ClaimChanged,
@@ -98,6 +101,7 @@ RUN_TRANSITIONS = "trio_triggers.run_transitions"
 RUN_THROUGHPUT = "trio_triggers.run_throughput"
 
 OutcomeT = TypeVar("OutcomeT")
+_attempt_decoder = msgspec.json.Decoder(AttemptRecord)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -450,6 +454,46 @@ class RunStoreBase(ABC):
         if isinstance(outcome, Transitioned) and to_status in TERMINAL_STATUSES:
             _metrics.add_counter(RUN_THROUGHPUT, 1, {})
         return outcome
+
+    async def retry_owned(
+        self,
+        run_id: str,
+        owner: OwnerId,
+        *,
+        retry_at_ms: int,
+        attempt_json: str,
+        state_json: str | None = None,
+    ) -> Transitioned | FenceLost | NotFound | GuardFailed:
+        """Record a failed attempt that will be retried (fenced, one write): the run returns to
+        ``suspended`` with ``attempt_json`` (an :class:`AttemptRecord`) appended to its attempt
+        log, and no owner may begin it before ``retry_at_ms``. ``GuardFailed`` when a cancel
+        request is already recorded (the caller records ``cancelled`` instead).
+
+        An addition for the local runner's retry policies; not part of the ``RunStore`` contract.
+        """
+        m = "retry_owned"
+        attributes: dict[str, str] = {"to": "suspended"}
+
+        async def call() -> Transitioned | FenceLost | NotFound | GuardFailed:
+            check_run_id(m, run_id)
+            check_owner(m, owner, "owner")
+            at = check_timestamp(m, retry_at_ms, "retry_at_ms")
+            check_json_text(m, state_json, "state_json", optional=True)
+            if not isinstance(attempt_json, str):
+                raise invalid(m, "attempt_json must be text")
+            try:
+                _attempt_decoder.decode(attempt_json)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise invalid(m, "attempt_json must be one attempt record") from None
+            return await self._atomic(
+                m,
+                run_id,
+                lambda row: decide_retry_owned(
+                    row, owner, retry_at_ms=at, attempt_json=attempt_json, state_json=state_json
+                ),
+            )
+
+        return await _counted(RUN_TRANSITIONS, attributes, call)
 
     async def request_cancel(
         self, run_id: str, now_ms: int

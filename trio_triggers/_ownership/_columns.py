@@ -14,6 +14,7 @@ from .._errors import RunStoreError
 from ._models import (
     RUN_STATUSES,
     TERMINAL_STATUSES,
+    AttemptRecord,
     CancelAcknowledgement,
     RunRow,
 )
@@ -55,6 +56,8 @@ COLUMNS: Final = (
     "idempotency_key",
     "attempts",
     "output_json",
+    "retry_at_ms",
+    "attempt_log_json",
 )
 SELECT_LIST: Final = ", ".join(COLUMNS)
 
@@ -99,6 +102,7 @@ def first_table_columns(integer: str) -> str:
 _ack_encoder = msgspec.json.Encoder()
 _ack_decoder = msgspec.json.Decoder(CancelAcknowledgement)
 _any_decoder = msgspec.json.Decoder()
+_log_decoder = msgspec.json.Decoder(list[AttemptRecord])
 
 
 def encode_ack(ack: CancelAcknowledgement | None) -> str | None:
@@ -132,6 +136,8 @@ def row_columns(row: RunRow) -> dict[str, object]:
         "idempotency_key": row.idempotency_key,
         "attempts": row.attempts,
         "output_json": row.output_json,
+        "retry_at_ms": row.retry_at_ms,
+        "attempt_log_json": row.attempt_log_json,
     }
 
 
@@ -203,15 +209,27 @@ def _acknowledgement(ack_text: object, requested: int | None) -> CancelAcknowled
     return ack
 
 
-def _additions(v: Sequence[Any], status: str) -> tuple[int, str | None]:
-    """Our columns beyond the contract's: ``attempts`` and ``output_json``."""
+def _additions(v: Sequence[Any], status: str) -> tuple[int, str | None, int | None, str | None]:
+    """Our columns beyond the contract's: ``attempts``, ``output_json``, ``retry_at_ms`` and
+    ``attempt_log_json``."""
     attempts = v[21]
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
         raise _Bad("column attempts is not a non-negative integer")
     output_json = _json(v[22], "output_json")
     if output_json is not None and status not in TERMINAL_STATUSES:
         raise _Bad("output_json is present on a row that is not terminal")
-    return attempts, output_json
+    retry_at = _instant(v[23], "retry_at_ms")
+    if retry_at is not None and status != "suspended":
+        raise _Bad("retry_at_ms is present on a row that is not suspended")
+    log = v[24]
+    if log is not None:
+        if not isinstance(log, str):
+            raise _Bad("column attempt_log_json is not text")
+        try:
+            _log_decoder.decode(log)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise _Bad("column attempt_log_json is not a list of attempts") from None
+    return attempts, output_json, retry_at, log
 
 
 def _decode(v: Sequence[Any]) -> RunRow:
@@ -236,7 +254,7 @@ def _decode(v: Sequence[Any]) -> RunRow:
     result_json = _json(v[18], "result_json")
     error = v[19]
     key = _text(v[20], "idempotency_key")
-    attempts, output_json = _additions(v, status)
+    attempts, output_json, retry_at, attempt_log = _additions(v, status)
     if error is not None and not isinstance(error, str):
         raise _Bad("column error is not text")
     if any(x is None for x in v[5:8]) != all(x is None for x in v[5:8]):
@@ -282,4 +300,6 @@ def _decode(v: Sequence[Any]) -> RunRow:
         idempotency_key=key,
         attempts=attempts,
         output_json=output_json,
+        retry_at_ms=retry_at,
+        attempt_log_json=attempt_log,
     )

@@ -49,6 +49,7 @@ from ._models import (
     Transitioned,
     TransitionGuard,
     Updated,
+    WaitingToRetry,
 )
 
 if TYPE_CHECKING:
@@ -145,8 +146,20 @@ def is_claimable(row: RunRow, now_ms: int, stale_after_ms: int) -> bool:
         assert row.claimed_at_ms is not None
         return row.claimed_at_ms < now_ms - stale_after_ms
     if row.status in CLAIMABLE_STATUSES:
-        return True
+        return not waiting_to_retry(row, now_ms)
     return row.status == "running" and not _fresh(row, now_ms, stale_after_ms)
+
+
+def waiting_to_retry(row: RunRow, now_ms: int) -> bool:
+    """Whether ``row`` waits between two attempts at ``now_ms`` (nobody may begin it yet).
+
+    A cancel request ends the wait: the run is taken at once and recorded ``cancelled``.
+    """
+    return (
+        row.retry_at_ms is not None
+        and row.retry_at_ms > now_ms
+        and row.cancel_requested_at_ms is None
+    )
 
 
 def _without_claim(row: RunRow) -> RunRow:
@@ -166,6 +179,7 @@ def _begin_attempt(row: RunRow, owner: OwnerId, now_ms: int) -> RunRow:
         finished_at_ms=None,
         owner=owner,
         heartbeat_at_ms=now_ms,
+        retry_at_ms=None,
     )
 
 
@@ -249,7 +263,13 @@ def decide_claim_and_own(
     evidence: LivenessEvidence | None,
     stale_after_ms: int,
 ) -> Decision[
-    Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+    Activated
+    | NotFound
+    | AlreadyClaimed
+    | HeartbeatFresh
+    | SnapshotChanged
+    | EvidenceRequired
+    | WaitingToRetry
 ]:
     if (
         expected.status == "running"
@@ -261,6 +281,9 @@ def decide_claim_and_own(
         if isinstance(loss, SnapshotChanged) and row is not None and matches(row, expected):
             return Decision(EvidenceRequired())
         return Decision(loss)
+    if row is not None and row.claim is None and waiting_to_retry(row, now_ms):
+        assert row.retry_at_ms is not None
+        return Decision(WaitingToRetry(retry_at_ms=row.retry_at_ms))
     admissible = (
         row is not None
         and row.status in ("pending", "suspended", "running")
@@ -389,6 +412,43 @@ def decide_transition_owned(
             result_json=result_json if result_json is not None else row.result_json,
             error=error if error is not None else row.error,
             output_json=output_json if output_json is not None else row.output_json,
+        ),
+    )
+
+
+def decide_retry_owned(
+    row: RunRow | None,
+    owner: OwnerId,
+    *,
+    retry_at_ms: int,
+    attempt_json: str,
+    state_json: str | None,
+) -> Decision[Transitioned | FenceLost | NotFound | GuardFailed]:
+    """A failed attempt, retried: the run goes back to ``suspended`` with the attempt appended
+    to its log and ``retry_at_ms`` set, in one write, so a crash between two attempts neither
+    loses the failure nor runs the attempt twice. Fenced like ``transition_owned``; a cancel
+    request already made wins (``GuardFailed``: the caller records ``cancelled`` instead)."""
+    if row is None:
+        return Decision(NotFound())
+    if not owned_by(row, owner):
+        return Decision(FenceLost())
+    if row.cancel_requested_at_ms is not None:
+        return Decision(GuardFailed())
+    entries = [] if row.attempt_log_json is None else msgspec.json.decode(row.attempt_log_json)
+    entries.append(msgspec.json.decode(attempt_json))
+    joined = msgspec.json.encode(entries).decode()
+    return Decision(
+        Transitioned(),
+        _replace(
+            row,
+            status="suspended",
+            owner=None,
+            heartbeat_at_ms=None,
+            claim=None,
+            claimed_at_ms=None,
+            state_json=state_json if state_json is not None else row.state_json,
+            retry_at_ms=retry_at_ms,
+            attempt_log_json=joined,
         ),
     )
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ._liveness import LivenessEvidence
 
 __all__ = [
+    "ATTEMPT_OUTPUT_TAIL",
     "CLAIMABLE_STATUSES",
     "OUTPUT_TAIL_BYTES",
     "RUN_STATUSES",
@@ -20,6 +21,7 @@ __all__ = [
     "Activated",
     "AlreadyClaimed",
     "AlreadyRequested",
+    "AttemptRecord",
     "CancelAcknowledgement",
     "CancelRequested",
     "ClaimAndOwnOutcome",
@@ -47,6 +49,7 @@ __all__ = [
     "TransitionGuard",
     "Transitioned",
     "Updated",
+    "WaitingToRetry",
 ]
 
 RunStatus = Literal["pending", "running", "suspended", "completed", "failed", "cancelled"]
@@ -127,6 +130,31 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     #: size (a total above the kept text's size says the head was dropped). Set with the run's
     #: terminal transition; ``None`` for a flow that recorded nothing.
     output_json: str | None = None
+    #: While the run waits between two attempts of its flow's retry policy (``suspended``
+    #: only): the instant its next attempt may begin. No owner takes it earlier, unless a
+    #: cancel request arrives (docs/failures.md, "Retries").
+    retry_at_ms: int | None = None
+    #: The attempts that failed and were retried, oldest first: a JSON list of
+    #: :class:`AttemptRecord` objects (``None`` before the first retry).
+    attempt_log_json: str | None = None
+
+    @property
+    def attempt(self) -> int:
+        """The number of the run's current (or last) attempt: 1 plus the retried failures.
+
+        Unlike :attr:`attempts` (executions begun, a takeover after a crash included), a
+        crashed execution does not end an attempt: the attempt is executed again.
+        """
+        if self.attempt_log_json is None:
+            return 1
+        return 1 + len(_log_decoder.decode(self.attempt_log_json))
+
+    @property
+    def attempt_log(self) -> list[AttemptRecord]:
+        """The retried attempts, decoded (oldest first)."""
+        if self.attempt_log_json is None:
+            return []
+        return _log_decoder.decode(self.attempt_log_json)
 
     @property
     def snapshot(self) -> RunSnapshot:
@@ -134,6 +162,29 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
         return RunSnapshot(
             status=self.status, owner=self.owner, heartbeat_at_ms=self.heartbeat_at_ms
         )
+
+
+class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One failed attempt of a run that was retried (``RunRow.attempt_log``).
+
+    ``error`` is the failure as the final one would have been recorded; ``output`` is what the
+    flow printed in that attempt, cut to its last :data:`ATTEMPT_OUTPUT_TAIL` characters per
+    stream (the final attempt keeps the full tail in ``output_json``).
+    """
+
+    attempt: int
+    started_at_ms: int
+    ended_at_ms: int
+    error: str
+    retry_at_ms: int
+    output: RunOutput | None = None
+
+
+#: How much of each stream a retried attempt keeps in the attempt log (a row must stay
+#: bounded whatever ``max_attempts`` is).
+ATTEMPT_OUTPUT_TAIL: Final = 4_000
+
+_log_decoder = msgspec.json.Decoder(list[AttemptRecord])
 
 
 class TransitionGuard(msgspec.Struct, frozen=True, kw_only=True):
@@ -163,6 +214,12 @@ class HeartbeatFresh(_Outcome, frozen=True, kw_only=True):
 
 class SnapshotChanged(_Outcome, frozen=True, kw_only=True):
     """The row no longer matches the caller's snapshot."""
+
+
+class WaitingToRetry(_Outcome, frozen=True, kw_only=True):
+    """The run waits for its next attempt until ``retry_at_ms``: nobody may take it earlier."""
+
+    retry_at_ms: int
 
 
 class Activated(_Outcome, frozen=True, kw_only=True):
@@ -253,7 +310,13 @@ Snapshotish = RunSnapshot | RunRow
 
 
 ClaimAndOwnOutcome: TypeAlias = (
-    Activated | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | EvidenceRequired
+    Activated
+    | NotFound
+    | AlreadyClaimed
+    | HeartbeatFresh
+    | SnapshotChanged
+    | EvidenceRequired
+    | WaitingToRetry
 )
 """What :meth:`RunStore.claim_and_own` answers."""
 StealOutcome: TypeAlias = (

@@ -132,6 +132,19 @@ RUN_MIGRATIONS: list[Migration] = [
             "OR (status IN ('completed', 'failed', 'cancelled') AND json_valid(output_json)))",
         ],
     ),
+    (
+        # Our addition: a run waiting between two attempts of its retry policy, and the
+        # attempts that failed before (RunRow.retry_at_ms, RunRow.attempt_log_json).
+        "runs_0004_retries",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN retry_at_ms INTEGER "
+            "CONSTRAINT tt_runs_retry_at_ms CHECK (retry_at_ms IS NULL "
+            "OR (status = 'suspended' AND typeof(retry_at_ms) = 'integer'))",
+            "ALTER TABLE tt_runs ADD COLUMN attempt_log_json TEXT "
+            "CONSTRAINT tt_runs_attempt_log_json CHECK (attempt_log_json IS NULL "
+            "OR json_valid(attempt_log_json))",
+        ],
+    ),
 ]
 
 

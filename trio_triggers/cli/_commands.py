@@ -30,7 +30,13 @@ from .._errors import RunStoreError, TriggerError
 from .._identities import is_reservation, iso
 from .._local_runner import FlowFn, LocalRunner, RunContext, open_local_runner
 from .._operations import operator_name, pause_trigger, remove_trigger, resume_trigger
-from .._ownership import HEARTBEAT_STALE_AFTER_MS, OUTPUT_TAIL_BYTES, OwnerId, RunStore
+from .._ownership import (
+    HEARTBEAT_STALE_AFTER_MS,
+    OUTPUT_TAIL_BYTES,
+    AttemptRecord,
+    OwnerId,
+    RunStore,
+)
 from .._ownership._base import RunStoreBase
 from .._policies import next_launches
 from .._scheduler import (
@@ -256,6 +262,20 @@ def build_flows(loaded: LoadedConfig) -> dict[str, FlowFn]:
         else:
             flows[flow_id] = loaded.python_flows[flow_id]
     return flows
+
+
+def register_flows(runner: LocalRunner, loaded: LoadedConfig, flows: dict[str, FlowFn]) -> None:
+    """Register ``flows`` with their retry policies and timeouts. A command flow keeps its
+    timeout itself (it ends the process group and says the command timed out), so the runner
+    bounds only Python flows."""
+    for flow_id, fn in flows.items():
+        declared = loaded.config.flows[flow_id]
+        runner.register(
+            flow_id,
+            fn,
+            retry=loaded.retry_policies.get(flow_id),
+            timeout=declared.timeout if declared.command is None else None,
+        )
 
 
 async def sync_triggers(
@@ -518,7 +538,7 @@ async def _serve(
         async with (
             open_local_runner(
                 run_store,
-                flows,
+                None,
                 clock=clock,
                 owner=owner,
                 concurrency=runner_cfg.concurrency,
@@ -528,6 +548,7 @@ async def _serve(
             open_scheduler(trigger_store, runner, options=options, clock=clock) as sch,
             trio.open_nursery() as nursery,
         ):
+            register_flows(runner, loaded, flows)
             await nursery.start(sch.serve)
             enabled = sum(1 for t in loaded.triggers if t.enabled)
             until = f" for {args.duration}" if duration is not None else ""
@@ -752,7 +773,8 @@ async def run_errors_of(runs: RunStore, records: list[FireRecord]) -> dict[str, 
         except RunStoreError:
             continue  # a run of another runner, or pruned: the ledger's message stands alone
         if row.error:
-            errors[run_id] = row.error
+            tried = row.attempt
+            errors[run_id] = row.error + (f" (after {tried} attempts)" if tried > 1 else "")
     return errors
 
 
@@ -790,6 +812,7 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
         ("finished", when(report.finished_at)),
         ("owner", "-" if owner is None else f"{owner.host_id} pid {owner.pid}"),
         ("attempts", str(report.attempts)),
+        *_retry_fields(report),
         ("input", msgspec.json.encode(report.input).decode()),
         ("result", "-" if report.result is None else msgspec.json.encode(report.result).decode()),
         ("error", report.error or "-"),
@@ -800,10 +823,39 @@ async def _show(args: argparse.Namespace, loaded: LoadedConfig | None, db: str) 
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         print(f"{name.ljust(width)}  {value}")
+    for tried in report.attempt_log:
+        _print_attempt(tried)
     if output is not None:
         _print_stream("stdout", output.stdout, output.stdout_bytes)
         _print_stream("stderr", output.stderr, output.stderr_bytes)
     return 0
+
+
+def _retry_fields(report: RunReport) -> list[tuple[str, str]]:
+    """``show``'s retry fields, for a run whose flow retried it: which attempt it is on (the
+    ``attempts`` field counts executions, a takeover after a crash included) and, while it
+    waits, when the next attempt may begin."""
+    fields: list[tuple[str, str]] = []
+    if report.attempt_log:
+        fields.append(("attempt", f"{report.attempt} ({len(report.attempt_log)} retried)"))
+    if report.retry_at is not None:
+        fields.append(("next attempt", format_instant(report.retry_at)))
+    return fields
+
+
+def _print_attempt(tried: AttemptRecord) -> None:
+    """One retried attempt: when it ran, its error, and the last lines it printed."""
+    print(
+        f"-- attempt {tried.attempt}: {format_instant(tried.started_at_ms)} to "
+        f"{format_instant(tried.ended_at_ms)}, failed: {tried.error}"
+    )
+    output = tried.output
+    if output is None:
+        return
+    for name, text in (("stdout", output.stdout), ("stderr", output.stderr)):
+        lines = text.rstrip("\n").splitlines()[-5:]
+        for line in lines:
+            print(f"   {name}: {line}")
 
 
 async def _manual_key_of(store: TriggerStore, report: RunReport) -> str | None:

@@ -25,6 +25,7 @@ import msgspec
 
 from .._declarations import Trigger
 from .._errors import TriggerError
+from .._retry import RetryPolicy
 
 if TYPE_CHECKING:
     import os
@@ -73,6 +74,18 @@ class ConfigError(Exception):
         super().__init__(f"{where}: {code}: {message}")
 
 
+class RetryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[flows.<id>.retry]``: a :class:`~trio_triggers.RetryPolicy` (seconds)."""
+
+    max_attempts: int = 3
+    initial_delay: float = 1.0
+    max_delay: float = 60.0
+    multiplier: float = 2.0
+    retry_on: list[int | str] | None = None
+    """Exit statuses and exception names worth another attempt (``"timeout"`` for a timeout);
+    unset retries every failure."""
+
+
 class FlowConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One ``[flows.<id>]`` table: exactly one of ``python`` or ``command``."""
 
@@ -81,7 +94,10 @@ class FlowConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     command: list[str] | None = None
     """An argv list run with ``trio.run_process``; the input arrives as JSON on stdin."""
     timeout: float | None = None
-    """Seconds a command may run before it is killed and the run fails (commands only)."""
+    """Seconds one attempt may run before it is cancelled (a command's process group is
+    ended) and fails."""
+    retry: RetryConfig | None = None
+    """How a failed attempt is retried (unset: a failure ends the run)."""
     env: dict[str, str] | None = None
     """Extra environment variables for a command."""
     cwd: str | None = None
@@ -152,6 +168,8 @@ class LoadedConfig(msgspec.Struct, frozen=True, kw_only=True):
     config: Config
     triggers: list[Trigger]
     python_flows: dict[str, Callable[..., Any]]
+    retry_policies: dict[str, RetryPolicy] = msgspec.field(default_factory=dict)
+    """The flows' ``[flows.<id>.retry]`` tables, as policies (flows without one are absent)."""
 
     @property
     def directory(self) -> Path:
@@ -411,6 +429,8 @@ def _check_flows(
             raise ConfigError(
                 file, field, "invalid_flow", "a flow needs exactly one of 'python' or 'command'"
             )
+        if flow.timeout is not None:
+            _positive(file, f"{field}.timeout", flow.timeout)
         if flow.command is not None:
             if not flow.command or not flow.command[0]:
                 raise ConfigError(
@@ -419,10 +439,8 @@ def _check_flows(
                     "invalid_flow",
                     "command must be a non-empty list of strings (argv)",
                 )
-            if flow.timeout is not None:
-                _positive(file, f"{field}.timeout", flow.timeout)
         else:
-            for extra in ("timeout", "env", "cwd"):
+            for extra in ("env", "cwd"):
                 if getattr(flow, extra) is not None:
                     raise ConfigError(
                         file, f"{field}.{extra}", "invalid_flow", "only command flows take this"
@@ -431,6 +449,28 @@ def _check_flows(
             if import_flows:
                 python_flows[flow_id] = _import_flow(file, f"{field}.python", flow.python, base_dir)
     return python_flows
+
+
+def _retry_policies(file: str, config: Config) -> dict[str, RetryPolicy]:
+    """Each ``[flows.<id>.retry]`` as a policy; a bad value names its key's path."""
+    policies: dict[str, RetryPolicy] = {}
+    for flow_id, flow in config.flows.items():
+        retry = flow.retry
+        if retry is None:
+            continue
+        try:
+            policies[flow_id] = RetryPolicy(
+                max_attempts=retry.max_attempts,
+                initial_delay=retry.initial_delay,
+                max_delay=retry.max_delay,
+                multiplier=retry.multiplier,
+                retry_on=None if retry.retry_on is None else tuple(retry.retry_on),
+            )
+        except TriggerError as exc:
+            raise ConfigError(
+                file, f"flows.{flow_id}.retry.{exc.path}", "invalid_value", exc.message
+            ) from None
+    return policies
 
 
 def _triggers(file: str, config: Config, source: _Source) -> list[Trigger]:
@@ -511,7 +551,12 @@ def load_config(path: str | os.PathLike[str], *, import_flows: bool = True) -> L
     config, source = _read(file, config_path)
     _check_settings(file, config)
     python_flows = _check_flows(file, config, config_path.parent, import_flows=import_flows)
+    retry_policies = _retry_policies(file, config)
     triggers = _triggers(file, config, source)
     return LoadedConfig(
-        path=config_path, config=config, triggers=triggers, python_flows=python_flows
+        path=config_path,
+        config=config,
+        triggers=triggers,
+        python_flows=python_flows,
+        retry_policies=retry_policies,
     )

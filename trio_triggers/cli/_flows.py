@@ -61,7 +61,17 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
 
 
 class CommandFailed(Exception):
-    """A command flow exited unsuccessfully; ``str(err)`` carries the stderr tail."""
+    """A command flow exited unsuccessfully; ``str(err)`` carries the stderr tail.
+
+    ``returncode`` is the exit status (negative: killed by that signal; ``None`` when it timed
+    out) and ``timed_out`` says the command passed its timeout: what a retry policy's
+    ``retry_on`` matches (docs/failures.md).
+    """
+
+    def __init__(self, message: str, *, returncode: int | None = None, timed_out: bool = False):
+        super().__init__(message)
+        self.returncode = returncode
+        self.timed_out = timed_out
 
 
 def _tail(data: bytes, limit: int) -> str:
@@ -180,7 +190,9 @@ class CommandFlow:
             # lease), what it printed so far goes with the run's outcome.
             run.record_output(_output(stdout_tail, stderr_tail))
         if scope.cancelled_caught:
-            raise CommandFailed(f"command {self.argv[0]} timed out after {self.timeout} s")
+            raise CommandFailed(
+                f"command {self.argv[0]} timed out after {self.timeout} s", timed_out=True
+            )
         stderr = _tail(bytes(stderr_tail.data), STDERR_TAIL)
         code = proc.returncode
         assert code is not None  # run_process returned, so the command has exited
@@ -193,7 +205,7 @@ class CommandFlow:
             else:
                 what = f"exited with status {code}"
             detail = f": {stderr}" if stderr else ""
-            raise CommandFailed(f"command {self.argv[0]} {what}{detail}")
+            raise CommandFailed(f"command {self.argv[0]} {what}{detail}", returncode=code)
         out = bytes(stdout_tail.data).strip()
         if not out:
             return None

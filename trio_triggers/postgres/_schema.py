@@ -255,6 +255,15 @@ RUN_MIGRATIONS: list[Migration] = [
             "OR status IN ('completed', 'failed', 'cancelled'))",
         ],
     ),
+    (
+        # Our addition, as on SQLite: a run waiting between two attempts, and its failed ones.
+        "runs_0004_retries",
+        [
+            "ALTER TABLE tt_runs ADD COLUMN IF NOT EXISTS retry_at_ms BIGINT "
+            "CONSTRAINT tt_runs_retry_at_ms CHECK (retry_at_ms IS NULL OR status = 'suspended')",
+            "ALTER TABLE tt_runs ADD COLUMN IF NOT EXISTS attempt_log_json TEXT",
+        ],
+    ),
 ]
 
 

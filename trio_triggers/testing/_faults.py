@@ -705,6 +705,24 @@ class FaultyRunStore(_FaultingBase):
             },
         )
 
+    async def retry_owned(
+        self,
+        run_id: str,
+        owner: OwnerId,
+        *,
+        retry_at_ms: int,
+        attempt_json: str,
+        state_json: str | None = None,
+    ) -> ownership.Transitioned | ownership.FenceLost | ownership.NotFound | ownership.GuardFailed:
+        """The inner store's ``retry_owned`` (a write; faults as for ``transition_owned``)."""
+        inner: Any = self.inner
+        return await self._call(
+            "retry_owned",
+            inner.retry_owned,
+            (run_id, owner),
+            {"retry_at_ms": retry_at_ms, "attempt_json": attempt_json, "state_json": state_json},
+        )
+
     async def request_cancel(
         self, run_id: str, now_ms: int
     ) -> (

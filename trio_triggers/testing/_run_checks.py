@@ -25,7 +25,9 @@ __all__ = ["RunGrants", "check_run_transition"]
 
 S: Final = HEARTBEAT_STALE_AFTER_MS
 _TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
-_FENCED: Final = frozenset({"heartbeat", "reconfirm", "transition_owned", "acknowledge_cancel"})
+_FENCED: Final = frozenset(
+    {"heartbeat", "reconfirm", "transition_owned", "retry_owned", "acknowledge_cancel"}
+)
 
 
 class RunGrants:
@@ -45,7 +47,7 @@ def _claim_of(row: RunRow | None) -> tuple[Any, Any]:
 def _won(method: str, answer: Any) -> bool:
     if method in ("heartbeat", "reconfirm"):
         return isinstance(answer, Updated)
-    if method == "transition_owned":
+    if method in ("transition_owned", "retry_owned"):
         return isinstance(answer, Transitioned)
     if method == "acknowledge_cancel":
         return answer is True
@@ -152,7 +154,9 @@ class _Check:
         if pre.owner != post.owner:
             if post.owner is not None and method not in ("activate", "claim_and_own"):
                 self.err("O4", f"{run_id}: owner changed by {method}")
-            if post.owner is None and (method != "transition_owned" or post.status == "running"):
+            if post.owner is None and (
+                method not in ("transition_owned", "retry_owned") or post.status == "running"
+            ):
                 self.err("O4", f"{run_id}: owner cleared by {method}")
         if method in ("claim", "steal") and (
             pre.status != post.status
