@@ -47,6 +47,8 @@ from ._ownership import (
     OUTPUT_TAIL_BYTES,
     Activated,
     AttemptRecord,
+    Created,
+    Existing,
     FenceLost,
     GuardFailed,
     LivenessCheck,
@@ -202,6 +204,17 @@ class ClaimableRuns(Protocol):
     """
 
     async def find_claimable(self, now_ms: int, *, limit: int | None = 100) -> list[RunRow]: ...
+
+    async def create_owned(
+        self,
+        run_id: str,
+        state_json: str,
+        *,
+        owner: OwnerId,
+        flow_id: str | None = None,
+        input_json: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created | Existing: ...
 
     async def retry_owned(
         self,
@@ -364,6 +377,10 @@ class LocalRunner:
         self._unconfirmed: set[str] = set()
         self._wake = trio.Event()
         self._serving = False
+        # While serving: the nursery the workers run in, and how many starts are creating a
+        # run owned by this runner right now (they count against ``concurrency``).
+        self._nursery: trio.Nursery | None = None
+        self._owning = 0
         for flow_id, fn in (flows or {}).items():
             self.register(flow_id, fn)
 
@@ -440,16 +457,47 @@ class LocalRunner:
         # One run id for every attempt: a retry after a create that committed but whose answer
         # was lost finds the row by its key (``Existing``), so the answer is the run that exists.
         run_id = self._new_run_id()
+        # With room to execute it, the run is created already running here (one write, and
+        # its worker starts now); otherwise ``pending``, for the dispatcher to claim.
+        own = self._nursery is not None and self._has_room()
+        if own:
+            self._owning += 1
+        try:
+            return await self._create(request, run_id, input_json, own=own)
+        finally:
+            if own:
+                self._owning -= 1
+
+    def _has_room(self) -> bool:
+        return len(self._workers) + self._owning < self._concurrency
+
+    async def _create(
+        self, request: StartRequest, run_id: str, input_json: str, *, own: bool
+    ) -> str:
         delay = _RETRY_FIRST_S
         for attempt in range(_CREATE_ATTEMPTS):
             try:
-                outcome = await self._store.create(
-                    run_id,
-                    "null",
-                    flow_id=request.flow_id,
-                    input_json=input_json,
-                    idempotency_key=request.idempotency_key,
-                )
+                if own:
+                    outcome = await self._local_store().create_owned(
+                        run_id,
+                        "null",
+                        owner=self._owner,
+                        flow_id=request.flow_id,
+                        input_json=input_json,
+                        idempotency_key=request.idempotency_key,
+                    )
+                else:
+                    outcome = await self._store.create(
+                        run_id,
+                        "null",
+                        flow_id=request.flow_id,
+                        input_json=input_json,
+                        idempotency_key=request.idempotency_key,
+                    )
+            except trio.Cancelled:
+                if own:
+                    self._adopt_later(run_id)  # the create may have committed: look
+                raise
             except RunStoreError as exc:
                 if exc.code not in _TRANSIENT:
                     raise TriggerError(
@@ -457,6 +505,8 @@ class LocalRunner:
                         f"LocalRunner could not create the run for {request.idempotency_key}",
                     ) from exc
                 if attempt == _CREATE_ATTEMPTS - 1:
+                    if own:
+                        self._adopt_later(run_id)
                     # The run may exist: say so with the code a caller re-arms on (as for a
                     # start that timed out), never the one it records ``failed`` for.
                     raise TriggerError(
@@ -471,9 +521,57 @@ class LocalRunner:
                 await trio.sleep(delay)
                 delay = min(delay * 2, _RETRY_CAP_S)
             else:
-                self._wake.set()
-                return outcome.row.run_id
+                row = outcome.row
+                if own and row.run_id == run_id:
+                    # Ours: created now, or by an earlier try whose answer was lost.
+                    self._begin_owned(row)
+                else:
+                    self._wake.set()
+                return row.run_id
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _begin_owned(self, row: RunRow) -> None:
+        """Start a worker for ``row``, which this runner owns (a create or a claim of ours
+        committed), unless a worker of ours already executes it."""
+        nursery = self._nursery
+        if nursery is None or row.run_id in self._workers:
+            return
+        self._unconfirmed.discard(row.run_id)
+        worker = _Worker()
+        self._workers[row.run_id] = worker
+        self._running_count.set(len(self._workers))
+        nursery.start_soon(self._work, row, worker, name=f"run {row.run_id}")
+
+    def _adopt_later(self, run_id: str) -> None:
+        """A create of an owned run whose answer was lost: read the row, and execute the run
+        if it was created under this owner (otherwise nothing exists, or it is not ours)."""
+        nursery = self._nursery
+        if nursery is not None:
+            self._unconfirmed.add(run_id)
+            nursery.start_soon(self._adopt, run_id, name=f"adopt {run_id}")
+
+    async def _adopt(self, run_id: str) -> None:
+        delay = _RETRY_FIRST_S
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                row = await self._store.get(run_id)
+            except RunStoreError as exc:
+                if exc.code == "not_found_row":
+                    self._unconfirmed.discard(run_id)
+                    return
+                await trio.sleep(delay)
+                delay = min(delay * 2, _RETRY_CAP_S)
+                continue
+            if (
+                row.status == "running"
+                and row.owner == self._owner
+                and row.run_id not in self._unsettled
+            ):
+                self._begin_owned(row)
+            else:
+                self._unconfirmed.discard(run_id)
+            return
+        # Still unknown: handed back when this runner stops, or repaired once stale.
 
     async def inspect(self, run_id: str) -> RunState:
         """``pending``/``running``/``suspended`` are ``active``; unknown ids are ``missing``."""
@@ -524,9 +622,11 @@ class LocalRunner:
         try:
             with one_exception():
                 async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
                     task_status.started()
                     await self._dispatch(nursery)
         finally:
+            self._nursery = None
             self._serving = False
             for run_id in sorted(self._unconfirmed - set(self._workers)):
                 await self._hand_back(run_id)
@@ -609,7 +709,10 @@ class LocalRunner:
                     self._wake.set()
                 continue
             cancel_only = row.cancel_requested_at_ms is not None
-            if not cancel_only and len(self._workers) + len(planned) >= self._concurrency:
+            if (
+                not cancel_only
+                and len(self._workers) + self._owning + len(planned) >= self._concurrency
+            ):
                 continue
             if row.status == "running" and row.owner == self._owner:
                 # Ours, stale, and no worker of ours executes it (one whose last writes failed
@@ -648,11 +751,7 @@ class LocalRunner:
                     "local runner took over a run whose owner died",
                     extra={"run_id": candidate.run_id, "previous_owner": str(candidate.owner)},
                 )
-            self._unconfirmed.discard(got.run_id)
-            worker = _Worker()
-            self._workers[got.run_id] = worker
-            self._running_count.set(len(self._workers))
-            nursery.start_soon(self._work, got, worker, name=f"run {got.run_id}")
+            self._begin_owned(got)
 
     async def _claim_and_own(
         self, row: RunRow, now: int, evidence: LivenessEvidence | None

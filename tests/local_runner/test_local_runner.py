@@ -154,6 +154,44 @@ async def test_concurrency_limit_bounds_running_flows(env: Env, autojump_clock: 
     assert peak == 2
 
 
+async def test_a_serving_runner_with_room_creates_its_runs_already_running(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    """One write per start: the run is created running under this runner (its first attempt
+    begun), never ``pending`` for the dispatcher to claim, so no other runner can take it in
+    between and the claim is spared. Without room it is created ``pending`` as before."""
+    release = trio.Event()
+
+    async def flow(value: Any, run: RunContext) -> None:
+        await release.wait()
+
+    async with open_local_runner(
+        env.store, {"flow": flow}, clock=env.clock, concurrency=1
+    ) as runner:
+        first = await runner.start(req("k1"))
+        row = await env.store.get(first)  # read before any other task ran
+        assert (row.status, row.owner, row.attempts) == ("running", runner.owner, 1)
+        assert runner.running == [first]
+        second = await runner.start(req("k2"))  # no room: pending, claimed later
+        assert (await env.store.get(second)).status == "pending"
+        release.set()
+        await wait_state(runner, first, "completed")
+        await wait_state(runner, second, "completed")
+    assert (await env.store.get(second)).attempts == 1
+
+
+async def test_a_runner_that_is_not_serving_creates_pending_runs(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    async def flow(value: Any, run: RunContext) -> None:
+        await trio.lowlevel.checkpoint()
+
+    runner = LocalRunner(env.store, {"flow": flow}, clock=env.clock)
+    run_id = await runner.start(req("k"))
+    row = await env.store.get(run_id)
+    assert (row.status, row.owner) == ("pending", None)
+
+
 async def _plant_dead_owner_run(env: Env, owner: OwnerId, key: str) -> str:
     created = await env.store.create(
         f"run-{key}", "null", flow_id="flow", input_json='{"key":"x"}', idempotency_key=key

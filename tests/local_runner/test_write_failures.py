@@ -318,9 +318,11 @@ async def test_a_claim_that_commits_during_a_stop_is_handed_back(
         ran.append(run.run_id)
 
     runner = LocalRunner(store, {"f": flow}, clock=stores.clock)
+    # Created ``pending`` (as by a runner without room), so this runner's dispatcher claims it.
+    created = await stores.runs.create("run-k1", "null", flow_id="f", idempotency_key="k1")
+    run_id = created.row.run_id
     async with trio.open_nursery() as nursery:
         await nursery.start(runner.serve)
-        run_id = await runner.start(StartRequest("f", None, "k1"))
         await store.claiming.wait()
         nursery.cancel_scope.cancel()
     row = await stores.runs.get(run_id)
@@ -332,3 +334,50 @@ async def test_a_claim_that_commits_during_a_stop_is_handed_back(
             while await second.inspect(run_id) == "active":  # noqa: ASYNC110 - a store read
                 await trio.sleep(0.1)
     assert ran == [run_id]
+
+
+class SlowCreate:
+    """A run store whose ``create_owned`` commits and then answers late, as a cancelled call
+    into a worker thread does."""
+
+    def __init__(self, inner: RunStore) -> None:
+        self.inner = inner
+        self.creating = trio.Event()
+
+    async def create_owned(self, *args: Any, **kwargs: Any) -> Any:
+        self.creating.set()
+        answer = await self.inner.create_owned(*args, **kwargs)  # type: ignore[attr-defined]
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.2)  # the thread returning
+        await trio.lowlevel.checkpoint()  # then Cancelled is delivered
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_an_owned_create_whose_start_was_cancelled_is_executed_once(
+    stores: Stores, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A start creates its run already running under the runner, and the caller gives up on
+    the start (its deadline) after the create committed: the runner reads the row and executes
+    the run (it used to wait, running under its live owner with no worker, for its lease)."""
+    store = SlowCreate(stores.runs)
+    ran: list[str | None] = []
+
+    async def flow(value: Any, run: RunContext) -> None:
+        ran.append(run.idempotency_key)
+
+    runner = LocalRunner(store, {"f": flow}, clock=stores.clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runner.serve)
+        with trio.move_on_after(0.1) as scope:
+            await runner.start(StartRequest("f", None, "k1"))
+        assert scope.cancelled_caught
+        with trio.fail_after(5):
+            while ran == []:  # noqa: ASYNC110 - the flow's own record
+                await trio.sleep(0.1)
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    (row,) = await stores.runs.list_runs()  # type: ignore[attr-defined]
+    assert (row.status, row.attempts, ran) == ("completed", 1, ["k1"])

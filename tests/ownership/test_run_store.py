@@ -103,6 +103,44 @@ async def test_create_duplicate_run_id_is_a_constraint(store: RunStoreBase) -> N
     assert isinstance(await store.create("r2", "{}", idempotency_key="fresh-key"), Created)
 
 
+async def test_create_owned_begins_the_first_attempt_in_the_same_write(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    clock.set(5000)
+    outcome = await store.create_owned(
+        "r", "{}", owner=A, flow_id="flow", input_json="[1]", idempotency_key="k"
+    )
+    assert isinstance(outcome, Created)
+    row = await store.get("r")
+    assert row == outcome.row
+    assert (row.status, row.owner, row.attempts) == ("running", A, 1)
+    assert (row.created_at_ms, row.started_at_ms, row.heartbeat_at_ms) == (5000, 5000, 5000)
+    # Owned as a claim would own it: a second owner cannot take it while its heartbeat is
+    # fresh, and the owner's fenced writes are accepted.
+    assert not isinstance(await store.claim_and_own("r", row, B, 5001), Activated)
+    assert isinstance(await store.transition_owned("r", A, "completed"), Transitioned)
+
+
+async def test_create_owned_with_a_known_key_answers_the_row_unchanged(
+    store: RunStoreBase,
+) -> None:
+    first = await store.create("r1", "{}", flow_id="f", idempotency_key="k")
+    assert isinstance(first, Created)
+    before = await dump(store)
+    again = await store.create_owned("r2", "{}", owner=B, flow_id="f", idempotency_key="k")
+    assert again == Existing(row=first.row)
+    assert again.row.status == "pending"  # not taken by the second create
+    assert await dump(store) == before
+
+
+async def test_create_owned_validates_its_owner(store: RunStoreBase) -> None:
+    with pytest.raises(RunStoreError) as info:
+        await store.create_owned("r", "{}", owner="not an owner")  # type: ignore[arg-type]
+    assert (info.value.code, info.value.method) == ("invalid_run", "create_owned")
+    with pytest.raises(RunStoreError):
+        await store.get("r")
+
+
 async def test_get_unknown_is_not_found_row(store: RunStoreBase) -> None:
     with pytest.raises(RunStoreError) as info:
         await store.get("missing")

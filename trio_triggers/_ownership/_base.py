@@ -223,6 +223,44 @@ class RunStoreBase(ABC):
 
         return await self._create(run_id, idempotency_key, decide)
 
+    async def create_owned(
+        self,
+        run_id: str,
+        state_json: str,
+        *,
+        owner: OwnerId,
+        flow_id: str | None = None,
+        input_json: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Created | Existing:
+        """:meth:`create`, the new run already ``running`` under ``owner`` (its first attempt
+        begun, heartbeat now), in the same one write; a known key answers ``Existing``
+        unchanged. An addition for the local runner: it creates a run it has room to execute
+        and begins at once, instead of creating it ``pending`` and claiming it after."""
+        m = "create_owned"
+        check_run_id(m, run_id)
+        check_json_text(m, state_json, "state_json")
+        check_owner(m, owner, "owner")
+        check_durable_text(m, flow_id, "flow_id", optional=True)
+        check_json_text(m, input_json, "input_json", optional=True)
+        check_durable_text(m, idempotency_key, "idempotency_key", optional=True)
+        created_at = self._clock.now_ms()
+
+        def decide(by_key: RunRow | None, id_taken: bool) -> Decision[Created | Existing] | None:
+            return decide_create(
+                by_key,
+                id_taken,
+                run_id=run_id,
+                state_json=state_json,
+                flow_id=flow_id,
+                input_json=input_json,
+                idempotency_key=idempotency_key,
+                created_at_ms=created_at,
+                owner=owner,
+            )
+
+        return await self._create(run_id, idempotency_key, decide)
+
     async def get(self, run_id: str) -> RunRow:
         """The run's row; ``RunStoreError("not_found_row")`` for an unknown id."""
         check_run_id("get", run_id)

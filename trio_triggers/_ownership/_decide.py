@@ -196,8 +196,14 @@ def decide_create(
     input_json: str | None,
     idempotency_key: str | None,
     created_at_ms: int,
+    owner: OwnerId | None = None,
 ) -> Decision[Created | Existing] | None:
-    """``Existing`` for a known key; ``None`` when ``run_id`` is taken (a constraint)."""
+    """``Existing`` for a known key; ``None`` when ``run_id`` is taken (a constraint).
+
+    With ``owner``, the new run is created already executing under that owner (its first
+    attempt begun, as ``claim_and_own`` would begin it): a runner that creates a run it is free
+    to execute spares the claim, and no other runner can take the run in between.
+    """
     if by_key is not None:
         return Decision(Existing(row=by_key))
     if id_taken:
@@ -211,6 +217,8 @@ def decide_create(
         input_json=input_json,
         idempotency_key=idempotency_key,
     )
+    if owner is not None:
+        row = _begin_attempt(row, owner, created_at_ms)
     return Decision(Created(row=row), row)
 
 

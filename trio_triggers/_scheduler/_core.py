@@ -1172,7 +1172,7 @@ class Scheduler:
                     launch_recorded = True
                     if launched is not None:
                         launched.event.set()
-                    state = await self._monitor(trigger, run_id)
+                    state = await self._monitor(trigger, run_id, just_started=True)
                     if state is None:
                         return  # detached after inspection retries
                     gate = self._superseding.get((trigger.id, occurrence))
@@ -1301,7 +1301,17 @@ class Scheduler:
 
     # ------------------------------------------------------------------ §12.12
 
-    async def _monitor(self, trigger: RegisteredTrigger, run_id: str) -> RunState | None:
+    async def _monitor(
+        self, trigger: RegisteredTrigger, run_id: str, *, just_started: bool = False
+    ) -> RunState | None:
+        if just_started and isinstance(self._runner, RunEndSignal):
+            # A run this scheduler has just started is active: a runner that tells when its
+            # runs end is waited on first, and spared an inspection that would only say
+            # "active" (one read per launch). A start that answered a run which had ended
+            # already (an earlier process launched it) is inspected after the poll interval.
+            told = await self._until_next_look(run_id)
+            if told is not None:
+                return told
         while True:
             state = await self._inspect_run(trigger, run_id)
             if state is None:

@@ -597,6 +597,31 @@ class FaultyRunStore(_FaultingBase):
             {"flow_id": flow_id, "input_json": input_json, "idempotency_key": idempotency_key},
         )
 
+    async def create_owned(
+        self,
+        run_id: str,
+        state_json: str,
+        *,
+        owner: OwnerId,
+        flow_id: str | None = None,
+        input_json: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> ownership.Created | ownership.Existing:
+        """The inner store's ``create_owned``, planned and recorded as a ``create`` (it is
+        one, made by a runner with room to execute the run)."""
+        inner: Any = self.inner
+        return await self._call(
+            "create",
+            inner.create_owned,
+            (run_id, state_json),
+            {
+                "owner": owner,
+                "flow_id": flow_id,
+                "input_json": input_json,
+                "idempotency_key": idempotency_key,
+            },
+        )
+
     async def get(self, run_id: str) -> ownership.RunRow:
         return await self._call("get", self.inner.get, (run_id,))
 
