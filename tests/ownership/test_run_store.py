@@ -19,6 +19,7 @@ from trio_triggers._ownership import (
     Activated,
     AlreadyClaimed,
     AlreadyRequested,
+    AttemptRecord,
     CancelAcknowledgement,
     CancelRequested,
     ClaimChanged,
@@ -43,6 +44,7 @@ from trio_triggers._ownership import (
     Transitioned,
     TransitionGuard,
     Updated,
+    WaitingToRetry,
     lease_liveness,
     probe_from_check,
 )
@@ -879,3 +881,87 @@ async def test_output_is_written_with_the_outcome_and_read_back(
     assert done.output_json is not None
     assert msgspec.json.decode(done.output_json, type=RunOutput) == output
     assert (await store.list_runs())[0].output_json == done.output_json
+
+
+# --- the wait between two attempts (failures.md, retry_owned) ----------------------------------
+
+_RETRY_AT = 20_000
+
+
+async def _waiting_to_retry(store: RunStoreBase, clock: ManualClock) -> RunRow:
+    """``r`` begun by A at 1 000, its attempt failed at 2 000 and retried at ``_RETRY_AT``."""
+    clock.set(1_000)
+    row = await created(store, "r")
+    assert await store.claim_and_own("r", row.snapshot, A, 1_000) == Activated()
+    clock.set(2_000)
+    failed = AttemptRecord(
+        attempt=1, started_at_ms=1_000, ended_at_ms=2_000, error="boom", retry_at_ms=_RETRY_AT
+    )
+    attempt_json = msgspec.json.encode(failed).decode()
+    assert await store.retry_owned("r", A, retry_at_ms=_RETRY_AT, attempt_json=attempt_json) == (
+        Transitioned()
+    )
+    waiting = await store.get("r")
+    assert (waiting.status, waiting.owner, waiting.retry_at_ms) == ("suspended", None, _RETRY_AT)
+    assert waiting.attempt_log == [failed]
+    return waiting
+
+
+async def test_claim_and_own_refuses_a_run_waiting_to_retry(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    # find_claimable hides a waiting run, so a runner never asks; this is the store's own
+    # refusal, the one a caller holding an older listing (or another process) runs into.
+    waiting = await _waiting_to_retry(store, clock)
+    before = await dump(store)
+    for now in (2_000, _RETRY_AT - 1):
+        clock.set(now)
+        outcome = await store.claim_and_own("r", waiting.snapshot, B, now)
+        assert outcome == WaitingToRetry(retry_at_ms=_RETRY_AT), now
+        assert await dump(store) == before, now
+    assert await store.find_claimable(_RETRY_AT - 1) == []
+    # at the instant the wait is over: B begins the second attempt, the log kept
+    clock.set(_RETRY_AT)
+    assert [r.run_id for r in await store.find_claimable(_RETRY_AT)] == ["r"]
+    assert await store.claim_and_own("r", waiting.snapshot, B, _RETRY_AT) == Activated()
+    again = await store.get("r")
+    assert again.snapshot == running_snapshot(B, _RETRY_AT)
+    assert (again.attempts, again.started_at_ms, again.retry_at_ms) == (2, 1_000, None)
+    assert again.attempt_log == waiting.attempt_log
+
+
+async def test_a_cancel_request_ends_the_wait_to_retry(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    # failures.md: a cancel request made while a run waits ends it at once, as cancelled. The
+    # run must be taken before its retry instant so that an owner can record the outcome.
+    waiting = await _waiting_to_retry(store, clock)
+    clock.set(3_000)
+    assert await store.request_cancel("r", 3_000) == CancelRequested(requested_at_ms=3_000)
+    assert [r.run_id for r in await store.find_claimable(3_000)] == ["r"]
+    assert await store.claim_and_own("r", waiting.snapshot, B, 3_000) == Activated()
+    taken = await store.get("r")
+    assert (taken.owner, taken.retry_at_ms, taken.cancel_requested_at_ms) == (B, None, 3_000)
+    guard = TransitionGuard(cancel_requested="present")
+    assert await store.transition_owned("r", B, "cancelled", guard=guard) == Transitioned()
+    done = await store.get("r")
+    assert (done.status, done.finished_at_ms, done.attempt_log) == (
+        "cancelled",
+        3_000,
+        waiting.attempt_log,
+    )
+
+
+async def test_retry_owned_loses_to_a_cancel_request(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    await running(store, clock, "r", A, 1_000)
+    assert await store.request_cancel("r", 1_500) == CancelRequested(requested_at_ms=1_500)
+    before = await dump(store)
+    failed = AttemptRecord(
+        attempt=1, started_at_ms=1_000, ended_at_ms=2_000, error="boom", retry_at_ms=_RETRY_AT
+    )
+    attempt_json = msgspec.json.encode(failed).decode()
+    outcome = await store.retry_owned("r", A, retry_at_ms=_RETRY_AT, attempt_json=attempt_json)
+    assert outcome == GuardFailed()
+    assert await dump(store) == before

@@ -234,6 +234,46 @@ def _add_operator_commands(commands: Any) -> None:
     fire.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_add(commands: Any) -> None:
+    """The ``add`` subcommand: a trigger declared from flags."""
+    add = _subcommand(commands, "add", "register a trigger in the database")
+    add.add_argument("--id", required=True, help="the trigger's id (unique in the database)")
+    add.add_argument("--flow", required=True, help="flow id (declared in the config's [flows])")
+    add.add_argument("--cron", required=True, help="5 or 6 field cron expression")
+    add.add_argument("--timezone", "--tz", help="IANA zone or ±HH:MM (default: host zone)")
+    add.add_argument("--input", default="{}", help="JSON input (default {})")
+    add.add_argument("--overlap", choices=["skip", "buffer-one", "supersede"], default="skip")
+    add.add_argument("--catch-up", choices=["none", "one", "all"], default="none")
+    add.add_argument("--max-catch-up", type=int, default=0)
+    add.add_argument("--disabled", action="store_true", help="register it disabled")
+    add.add_argument(
+        "--jitter",
+        metavar="SECONDS",
+        help="delay each launch by a fixed pseudo-random part of this (0 to 86400; default 0)",
+    )
+    add.add_argument(
+        "--start-at",
+        metavar="RFC3339",
+        help="owe no boundary before this instant (with an offset: 2026-01-01T00:00:00Z)",
+    )
+    add.add_argument(
+        "--end-at",
+        metavar="RFC3339",
+        help="owe no boundary after this instant (included; with an offset)",
+    )
+    add.add_argument(
+        "--pause-after-failures",
+        metavar="N",
+        help="pause the trigger when N runs in a row fail (1 to 1000; default: never)",
+    )
+    add.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a trigger already registered under --id (prints what changed)",
+    )
+    add.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def _add_history(commands: Any) -> None:
     """The ``history`` subcommand, ``--follow`` included."""
     history = _subcommand(commands, "history", "the fire ledger, newest first")
@@ -319,22 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     nxt.add_argument("-n", type=int, default=5, metavar="N", help="how many (default 5)")
     nxt.add_argument("--json", action="store_true", help="machine-readable output")
 
-    add = _subcommand(commands, "add", "register a trigger in the database")
-    add.add_argument("--id", required=True, help="the trigger's id (unique in the database)")
-    add.add_argument("--flow", required=True, help="flow id (declared in the config's [flows])")
-    add.add_argument("--cron", required=True, help="5 or 6 field cron expression")
-    add.add_argument("--timezone", "--tz", help="IANA zone or ±HH:MM (default: host zone)")
-    add.add_argument("--input", default="{}", help="JSON input (default {})")
-    add.add_argument("--overlap", choices=["skip", "buffer-one", "supersede"], default="skip")
-    add.add_argument("--catch-up", choices=["none", "one", "all"], default="none")
-    add.add_argument("--max-catch-up", type=int, default=0)
-    add.add_argument("--disabled", action="store_true", help="register it disabled")
-    add.add_argument(
-        "--replace",
-        action="store_true",
-        help="replace a trigger already registered under --id (prints what changed)",
-    )
-    add.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_add(commands)
 
     for name, text in (
         ("remove", "retire a trigger: disable it for good (its history is kept)"),

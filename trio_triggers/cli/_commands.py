@@ -1015,6 +1015,32 @@ def _local_part(ms: int, timezone: str | None) -> str:
 # --- writing commands ------------------------------------------------------------------
 
 
+#: The declaration fields ``add`` takes from ``--jitter``, ``--start-at``, ``--end-at`` and
+#: ``--pause-after-failures``, with how each flag's text is read. Text a converter cannot read
+#: is passed on as text, so the declaration's own check refuses it with the same code as any
+#: other bad value of that field.
+_OPTIONAL_KEY_FLAGS: dict[str, Callable[[str], object]] = {
+    "jitter": float,
+    "start_at": str,
+    "end_at": str,
+    "pause_after_failures": int,
+}
+
+
+def _optional_keys(args: argparse.Namespace) -> dict[str, object]:
+    """The declaration fields that ``add``'s optional-key flags give (absent flags: none)."""
+    fields: dict[str, object] = {}
+    for field, convert in _OPTIONAL_KEY_FLAGS.items():
+        text: str | None = getattr(args, field)
+        if text is None:
+            continue
+        try:
+            fields[field] = convert(text.strip())
+        except ValueError:
+            fields[field] = text
+    return fields
+
+
 def _trigger_from_flags(args: argparse.Namespace, loaded: LoadedConfig | None) -> Trigger:
     try:
         input_value = msgspec.json.decode(args.input)
@@ -1038,6 +1064,7 @@ def _trigger_from_flags(args: argparse.Namespace, loaded: LoadedConfig | None) -
                 "catch_up": args.catch_up,
                 "max_catch_up": args.max_catch_up,
                 "enabled": not args.disabled,
+                **_optional_keys(args),
             }
         )
     except TriggerError as exc:
