@@ -930,6 +930,24 @@ async def test_claim_and_own_refuses_a_run_waiting_to_retry(
     assert again.attempt_log == waiting.attempt_log
 
 
+async def test_the_two_phase_claim_refuses_a_run_waiting_to_retry(
+    store: RunStoreBase, clock: ManualClock
+) -> None:
+    # The same rule on the claim + activate path: a claim granted now would let ``activate``
+    # begin the next attempt before its instant.
+    waiting = await _waiting_to_retry(store, clock)
+    before = await dump(store)
+    clock.set(_RETRY_AT - 1)
+    outcome = await store.claim("r", waiting.snapshot, B, _RETRY_AT - 1)
+    assert outcome == WaitingToRetry(retry_at_ms=_RETRY_AT)
+    assert await dump(store) == before
+    clock.set(_RETRY_AT)
+    claimed = await store.claim("r", waiting.snapshot, B, _RETRY_AT)
+    assert isinstance(claimed, Claimed)
+    assert await store.activate("r", B, claimed.claimed_at_ms, waiting.snapshot) == Activated()
+    assert (await store.get("r")).attempts == 2
+
+
 async def test_a_cancel_request_ends_the_wait_to_retry(
     store: RunStoreBase, clock: ManualClock
 ) -> None:

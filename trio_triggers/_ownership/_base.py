@@ -40,20 +40,18 @@ from ._models import (
     TERMINAL_STATUSES,
     Abandoned,
     Activated,
-    AlreadyClaimed,
     AlreadyRequested,
     AttemptRecord,
     CancelRequested,
     ClaimAndOwnOutcome,
     ClaimChanged,
-    Claimed,
     ClaimFresh,
     ClaimLost,
+    ClaimOutcome,
     Created,
     Existing,
     FenceLost,
     GuardFailed,
-    HeartbeatFresh,
     LivenessUnconfirmed,
     NotFound,
     Recovered,
@@ -271,10 +269,10 @@ class RunStoreBase(ABC):
 
     async def claim(
         self, run_id: str, expected: Snapshotish, claimant: OwnerId, now_ms: int
-    ) -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged:
+    ) -> ClaimOutcome:
         m = "claim"
 
-        async def call() -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged:
+        async def call() -> ClaimOutcome:
             check_run_id(m, run_id)
             snap = check_snapshot(m, expected)
             check_owner(m, claimant, "claimant")

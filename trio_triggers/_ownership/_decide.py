@@ -32,6 +32,7 @@ from ._models import (
     Claimed,
     ClaimFresh,
     ClaimLost,
+    ClaimOutcome,
     Created,
     EvidenceRequired,
     Existing,
@@ -228,7 +229,12 @@ def decide_claim(
     claimant: OwnerId,
     now_ms: int,
     stale_after_ms: int,
-) -> Decision[Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged]:
+) -> Decision[ClaimOutcome]:
+    if row is not None and row.claim is None and waiting_to_retry(row, now_ms):
+        # The two-phase path refuses a run between attempts as claim_and_own does: a claim
+        # now would let ``activate`` begin the next attempt before its instant.
+        assert row.retry_at_ms is not None
+        return Decision(WaitingToRetry(retry_at_ms=row.retry_at_ms))
     if (
         row is not None
         and row.status in CLAIMABLE_STATUSES

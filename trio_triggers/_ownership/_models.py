@@ -28,6 +28,7 @@ __all__ = [
     "ClaimChanged",
     "ClaimFresh",
     "ClaimLost",
+    "ClaimOutcome",
     "Claimed",
     "Created",
     "EvidenceRequired",
@@ -309,6 +310,10 @@ class Existing(_Outcome, frozen=True, kw_only=True):
 Snapshotish = RunSnapshot | RunRow
 
 
+ClaimOutcome: TypeAlias = (
+    Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged | WaitingToRetry
+)
+"""What :meth:`RunStore.claim` answers."""
 ClaimAndOwnOutcome: TypeAlias = (
     Activated
     | NotFound
@@ -342,7 +347,7 @@ class RunStore(Protocol):
 
     async def claim(
         self, run_id: str, expected: Snapshotish, claimant: OwnerId, now_ms: int
-    ) -> Claimed | NotFound | AlreadyClaimed | HeartbeatFresh | SnapshotChanged: ...
+    ) -> ClaimOutcome: ...
 
     async def activate(
         self, run_id: str, claimant: OwnerId, claimed_at_ms: int, expected: Snapshotish

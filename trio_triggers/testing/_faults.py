@@ -627,13 +627,7 @@ class FaultyRunStore(_FaultingBase):
 
     async def claim(
         self, run_id: str, expected: ownership.Snapshotish, claimant: OwnerId, now_ms: int
-    ) -> (
-        ownership.Claimed
-        | ownership.NotFound
-        | ownership.AlreadyClaimed
-        | ownership.HeartbeatFresh
-        | ownership.SnapshotChanged
-    ):
+    ) -> ownership.ClaimOutcome:
         return await self._call("claim", self.inner.claim, (run_id, expected, claimant, now_ms))
 
     async def activate(
