@@ -1575,3 +1575,24 @@ async def test_refused_launch_under_its_own_reservation_releases_it(
         await sim.tick(scheduler, 2 * H)
         assert runner.keys[-1] == key("hourly", 2 * H)
         assert (await ledger(store.inner))[2 * H][0] == "launched"
+
+
+async def test_a_start_raising_a_plain_exception_is_a_refused_launch(
+    autojump_clock: MockClock, sim: Sim, store: RecordingStore, runner: ScriptedRunner
+) -> None:
+    """A runner's own bug (an exception that is not a TriggerError) settles the boundary
+    ``failed`` at once, with the exception named, and frees the trigger for the next boundary;
+    it used to leave the reservation holding the trigger until its lease ran out."""
+    runner.fail_starts = [RuntimeError("bug in the runner")]
+    await seed_fired(store.inner, hourly())
+    async with open_scheduler(store, runner, clock=sim.clock) as scheduler:
+        await sim.tick(scheduler, H)
+        held = await store.inner.inspect("hourly")
+        assert held.active_run_id is None  # not held by the reservation
+        await sim.tick(scheduler, 2 * H)
+    rows = await ledger(store.inner)
+    assert rows[H][0] == "failed"
+    (failed,) = [r for r in store.results if r.outcome == "failed"]
+    assert failed.error is not None
+    assert "RuntimeError: bug in the runner" in failed.error
+    assert [r.occurrence for r in store.results if r.outcome == "launched"] == [2 * H]

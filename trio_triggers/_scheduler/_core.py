@@ -442,11 +442,22 @@ class Scheduler:
         raise TriggerError("runner_timeout", f"{what} did not answer within {timeout_ms} ms")
 
     async def _call_start(self, request: StartRequest) -> str:
-        return await self._deadline(
-            f"Runner.start for {request.idempotency_key}",
-            self._settings.start_timeout_ms,
-            lambda: self._runner.start(request),
-        )
+        try:
+            return await self._deadline(
+                f"Runner.start for {request.idempotency_key}",
+                self._settings.start_timeout_ms,
+                lambda: self._runner.start(request),
+            )
+        except TriggerError:
+            raise
+        except Exception as exc:
+            # A runner's own bug or a library it calls: a refused start like any other, so the
+            # failure path settles the boundary now (it used to leave the reservation holding
+            # the trigger until its lease ran out, every boundary meanwhile skipped).
+            raise TriggerError(
+                "runner",
+                f"Runner.start for {request.idempotency_key} raised {type(exc).__name__}: {exc}",
+            ) from exc
 
     async def _call_inspect(self, run_id: str) -> RunState:
         state = await self._deadline(
