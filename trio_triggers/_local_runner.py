@@ -1156,18 +1156,9 @@ class LocalRunner:
             if not isinstance(retried, GuardFailed):
                 return False
             # A cancel request arrived: a requested cancellation wins over the retry.
-            outcome = await self._store.transition_owned(
-                run_id,
-                self._owner,
-                "cancelled",
-                error="cancel requested before the run's next attempt",
-                guard=TransitionGuard(cancel_requested="present"),
-                output_json=output_json,
+            return await self._cancel_instead(
+                run_id, "cancel requested before the run's next attempt", output_json
             )
-            if isinstance(outcome, Transitioned):
-                self._written[run_id] = "cancelled"
-                return True
-            return False
         guard = TransitionGuard(cancel_requested="present" if status == "cancelled" else "absent")
         outcome = await self._store.transition_owned(
             run_id,
@@ -1183,17 +1174,25 @@ class LocalRunner:
             return True
         if isinstance(outcome, GuardFailed):
             # A cancel request arrived after the flow ended: a requested cancellation wins.
-            outcome = await self._store.transition_owned(
-                run_id,
-                self._owner,
-                "cancelled",
-                error="cancel requested before the run's outcome was recorded",
-                guard=TransitionGuard(cancel_requested="present"),
-                output_json=output_json,
+            return await self._cancel_instead(
+                run_id, "cancel requested before the run's outcome was recorded", output_json
             )
-            if isinstance(outcome, Transitioned):
-                self._written[run_id] = "cancelled"
-                return True
+        return False
+
+    async def _cancel_instead(self, run_id: str, why: str, output_json: str | None) -> bool:
+        """Record ``cancelled`` for a run whose outcome (or retry) write was refused by its
+        guard because a cancel request arrived: a requested cancellation wins."""
+        outcome = await self._store.transition_owned(
+            run_id,
+            self._owner,
+            "cancelled",
+            error=why,
+            guard=TransitionGuard(cancel_requested="present"),
+            output_json=output_json,
+        )
+        if isinstance(outcome, Transitioned):
+            self._written[run_id] = "cancelled"
+            return True
         return False
 
 
