@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import inspect as _inspect
 import logging
@@ -474,26 +475,21 @@ class LocalRunner:
     async def _create(
         self, request: StartRequest, run_id: str, input_json: str, *, own: bool
     ) -> str:
+        create = (
+            functools.partial(self._local_store().create_owned, owner=self._owner)
+            if own
+            else self._store.create
+        )
         delay = _RETRY_FIRST_S
         for attempt in range(_CREATE_ATTEMPTS):
             try:
-                if own:
-                    outcome = await self._local_store().create_owned(
-                        run_id,
-                        "null",
-                        owner=self._owner,
-                        flow_id=request.flow_id,
-                        input_json=input_json,
-                        idempotency_key=request.idempotency_key,
-                    )
-                else:
-                    outcome = await self._store.create(
-                        run_id,
-                        "null",
-                        flow_id=request.flow_id,
-                        input_json=input_json,
-                        idempotency_key=request.idempotency_key,
-                    )
+                outcome = await create(
+                    run_id,
+                    "null",
+                    flow_id=request.flow_id,
+                    input_json=input_json,
+                    idempotency_key=request.idempotency_key,
+                )
             except trio.Cancelled:
                 if own:
                     self._adopt_later(run_id)  # the create may have committed: look

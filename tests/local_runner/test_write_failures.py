@@ -285,24 +285,29 @@ async def test_a_failed_record_of_a_refused_launch_never_hides_later_boundaries(
 
 
 class SlowAnswer:
-    """A run store whose ``claim_and_own`` commits and then takes a while to answer, as a
-    cancelled call into a worker thread does: the caller sees its cancellation only after the
-    transaction has committed."""
+    """A run store whose ``method`` (``claim_and_own`` unless told) commits and then takes a
+    while to answer, as a cancelled call into a worker thread does: the caller sees its
+    cancellation only after the transaction has committed."""
 
-    def __init__(self, inner: RunStore) -> None:
+    def __init__(self, inner: RunStore, method: str = "claim_and_own") -> None:
         self.inner = inner
-        self.claiming = trio.Event()
-
-    async def claim_and_own(self, *args: Any, **kwargs: Any) -> Any:
-        self.claiming.set()
-        answer = await self.inner.claim_and_own(*args, **kwargs)
-        with trio.CancelScope(shield=True):
-            await trio.sleep(0.2)  # the thread returning
-        await trio.lowlevel.checkpoint()  # then Cancelled is delivered
-        return answer
+        self.method = method
+        self.claiming = trio.Event()  # set once ``method`` is called
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        found = getattr(self.inner, name)
+        if name != self.method:
+            return found
+
+        async def committed_then_late(*args: Any, **kwargs: Any) -> Any:
+            self.claiming.set()
+            answer = await found(*args, **kwargs)
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0.2)  # the thread returning
+            await trio.lowlevel.checkpoint()  # then Cancelled is delivered
+            return answer
+
+        return committed_then_late
 
 
 async def test_a_claim_that_commits_during_a_stop_is_handed_back(
@@ -336,33 +341,13 @@ async def test_a_claim_that_commits_during_a_stop_is_handed_back(
     assert ran == [run_id]
 
 
-class SlowCreate:
-    """A run store whose ``create_owned`` commits and then answers late, as a cancelled call
-    into a worker thread does."""
-
-    def __init__(self, inner: RunStore) -> None:
-        self.inner = inner
-        self.creating = trio.Event()
-
-    async def create_owned(self, *args: Any, **kwargs: Any) -> Any:
-        self.creating.set()
-        answer = await self.inner.create_owned(*args, **kwargs)  # type: ignore[attr-defined]
-        with trio.CancelScope(shield=True):
-            await trio.sleep(0.2)  # the thread returning
-        await trio.lowlevel.checkpoint()  # then Cancelled is delivered
-        return answer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 async def test_an_owned_create_whose_start_was_cancelled_is_executed_once(
     stores: Stores, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A start creates its run already running under the runner, and the caller gives up on
     the start (its deadline) after the create committed: the runner reads the row and executes
     the run (it used to wait, running under its live owner with no worker, for its lease)."""
-    store = SlowCreate(stores.runs)
+    store = SlowAnswer(stores.runs, "create_owned")
     ran: list[str | None] = []
 
     async def flow(value: Any, run: RunContext) -> None:

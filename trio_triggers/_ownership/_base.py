@@ -199,27 +199,9 @@ class RunStoreBase(ABC):
         idempotency_key: str | None = None,
     ) -> Created | Existing:
         """Insert a ``pending`` run, or return the row that already has ``idempotency_key``."""
-        m = "create"
-        check_run_id(m, run_id)
-        check_json_text(m, state_json, "state_json")
-        check_durable_text(m, flow_id, "flow_id", optional=True)
-        check_json_text(m, input_json, "input_json", optional=True)
-        check_durable_text(m, idempotency_key, "idempotency_key", optional=True)
-        created_at = self._clock.now_ms()
-
-        def decide(by_key: RunRow | None, id_taken: bool) -> Decision[Created | Existing] | None:
-            return decide_create(
-                by_key,
-                id_taken,
-                run_id=run_id,
-                state_json=state_json,
-                flow_id=flow_id,
-                input_json=input_json,
-                idempotency_key=idempotency_key,
-                created_at_ms=created_at,
-            )
-
-        return await self._create(run_id, idempotency_key, decide)
+        return await self._insert(
+            "create", run_id, state_json, None, flow_id, input_json, idempotency_key
+        )
 
     async def create_owned(
         self,
@@ -235,10 +217,24 @@ class RunStoreBase(ABC):
         begun, heartbeat now), in the same one write; a known key answers ``Existing``
         unchanged. An addition for the local runner: it creates a run it has room to execute
         and begins at once, instead of creating it ``pending`` and claiming it after."""
-        m = "create_owned"
+        check_owner("create_owned", owner, "owner")
+        return await self._insert(
+            "create_owned", run_id, state_json, owner, flow_id, input_json, idempotency_key
+        )
+
+    async def _insert(
+        self,
+        m: str,
+        run_id: str,
+        state_json: str,
+        owner: OwnerId | None,
+        flow_id: str | None,
+        input_json: str | None,
+        idempotency_key: str | None,
+    ) -> Created | Existing:
+        """Both creates: the arguments checked, then one :func:`decide_create` write."""
         check_run_id(m, run_id)
         check_json_text(m, state_json, "state_json")
-        check_owner(m, owner, "owner")
         check_durable_text(m, flow_id, "flow_id", optional=True)
         check_json_text(m, input_json, "input_json", optional=True)
         check_durable_text(m, idempotency_key, "idempotency_key", optional=True)
